@@ -1,0 +1,121 @@
+"""Pipeline configuration as pydantic models: every number of METHOD.md in one typed place.
+
+Defaults are the paper's deployed values; anything a later issue tunes is chosen on validation
+devices only and then written here or passed in, never read off the test set.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class Admission(StrEnum):
+    """Why a pair entered the Stage-2 pool (METHOD.md §3.5)."""
+
+    THRESHOLD = "threshold"
+    RESCUE_VECTOR = "rescue_vector"
+    RESCUE_ANCHOR = "rescue_anchor"
+    SAME_COMPANY = "same_company"
+
+
+class VectorBin(BaseModel, frozen=True):
+    min_cosine: float
+    points: int
+
+
+PAPER_VECTOR_BINS: tuple[VectorBin, ...] = (
+    VectorBin(min_cosine=0.88, points=65),
+    VectorBin(min_cosine=0.82, points=45),
+    VectorBin(min_cosine=0.75, points=30),
+    VectorBin(min_cosine=0.70, points=15),
+)
+
+
+class QuantileBin(BaseModel, frozen=True):
+    min_quantile: float
+    points: int
+
+
+DEVICE_QUANTILE_BINS: tuple[QuantileBin, ...] = (
+    QuantileBin(min_quantile=0.99, points=65),
+    QuantileBin(min_quantile=0.97, points=45),
+    QuantileBin(min_quantile=0.93, points=30),
+    QuantileBin(min_quantile=0.85, points=15),
+)
+
+
+class CandidateConfig(BaseModel, frozen=True):
+    """Stage 2: S = S_company + S_vector + S_entity, admission and rescues."""
+
+    company_points: int = 20
+    vector_mode: Literal["device_quantile", "absolute"] = Field(
+        default="device_quantile",
+        description=(
+            "absolute: the paper's cosine bins (made for its anisotropic mpnet vectors, random-pair "
+            "cosine 0.86; on unit-normalised MiniLM no pair of the benchmark reaches 0.70). "
+            "device_quantile: the same points for the top quantiles of each device's cosines."
+        ),
+    )
+    vector_bins: tuple[VectorBin, ...] = PAPER_VECTOR_BINS
+    vector_quantile_bins: tuple[QuantileBin, ...] = DEVICE_QUANTILE_BINS
+    tier_s_points: float = 60.0
+    tier_a_points: float = 50.0
+    tier_b_points: float = 20.0
+    tier_b_parent_child: bool = Field(
+        default=True,
+        description="Also count a direct parent/child pair of concepts as Tier B (not only siblings).",
+    )
+    admission_threshold: float = 70.0
+    rescue_vector_points: int | None = Field(
+        default=65, description="Rescue:HighVec when S_vector reaches this (the paper's cosine >= 0.88)."
+    )
+    rescue_anchor: bool = True
+    same_company_min_score: float | None = Field(
+        default=35.0,
+        description=(
+            "Same-company pairs reach Stage 3 when S reaches this (the paper's graph stored "
+            "edges from S in (20, 40]); None disables the clause."
+        ),
+    )
+    device_block_size: int = 64
+
+
+class RerankConfig(BaseModel, frozen=True):
+    """Stage 3: the 9-feature XGBoost classifier, its training set and the decision rule."""
+
+    n_estimators: int = 100
+    max_depth: int = 4
+    learning_rate: float = 0.1
+    subsample: float = 0.8
+    colsample_bytree: float = 0.8
+    seed: int = 42
+    negatives_per_positive: int = 3
+    max_negative_share_per_device: float = 0.25
+    folds: int = 5
+    decision_threshold: float | None = Field(
+        default=None,
+        description="Probability cut-off; None = chosen on out-of-fold validation devices.",
+    )
+    target_recall: float = Field(
+        default=0.95, description="Recall the learned cut-off aims for on validation devices."
+    )
+    immunity_same_company_min_cosine: float | None = Field(
+        default=0.92, description="Immunity 1: same company and cosine at least this."
+    )
+    immunity_tier_s_anchor: bool = Field(default=True, description="Immunity 2: Tier-S anchor rescue.")
+
+
+class CrossEncoderConfig(BaseModel, frozen=True):
+    model: str | None = Field(default=None, description="Model name or local path; None = no cross-encoder.")
+    backend: str = Field(default="sentence-transformers", description="sentence-transformers or flagembedding")
+    max_chars: int = 1024
+    batch_size: int = 32
+
+
+class PipelineConfig(BaseModel, frozen=True):
+    candidates: CandidateConfig = CandidateConfig()
+    rerank: RerankConfig = RerankConfig()
+    cross_encoder: CrossEncoderConfig = CrossEncoderConfig()

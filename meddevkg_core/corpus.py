@@ -1,0 +1,239 @@
+"""The corpus directory format: the one schema every source produces and every run consumes.
+
+A corpus directory holds `devices`, `patents` and optionally `gold_links` and `labeled_pairs`,
+each as Parquet, CSV or JSON Lines. Rows that violate the schema are quarantined with their
+reason (never dropped silently) and the rest of the run goes on.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from meddevkg_core import schemas
+
+SUFFIXES = (".parquet", ".csv", ".jsonl", ".ndjson")
+
+_ALIASES = {
+    "devices": {"company": "applicant", "sponsor": "applicant", "id": "fda_id", "pma_number": "fda_id"},
+    "patents": {"patent_id": "pat_id", "company": "assignee", "patent_title": "title",
+                "patent_abstract": "abstract", "patent_date": "grant_date", "cpc": "cpc_codes"},
+    "gold_links": {"patent_id": "pat_id"},
+    "labeled_pairs": {"patent_id": "pat_id"},
+}
+_KEYS = {"devices": ("fda_id",), "patents": ("pat_id",), "gold_links": ("fda_id", "pat_id"),
+         "labeled_pairs": ("fda_id", "pat_id")}
+_REQUIRED_TEXT = {"devices": ("fda_id", "text"), "patents": ("pat_id", "text"),
+                  "gold_links": ("fda_id", "pat_id"), "labeled_pairs": ("fda_id", "pat_id", "label")}
+_SCHEMAS = {"devices": schemas.DEVICES, "patents": schemas.PATENTS, "gold_links": schemas.GOLD_LINKS,
+            "labeled_pairs": schemas.LABELED_PAIRS}
+
+
+class CorpusError(ValueError):
+    """The corpus as a whole is unusable (a missing required table, an unreadable file)."""
+
+
+@dataclass(frozen=True)
+class TableRead:
+    valid: pl.DataFrame
+    rejected: pl.DataFrame
+
+
+@dataclass(frozen=True)
+class Corpus:
+    devices: pl.DataFrame
+    patents: pl.DataFrame
+    gold_links: pl.DataFrame
+    labeled_pairs: pl.DataFrame
+    rejected: pl.DataFrame
+    root: Path | None = None
+
+    @property
+    def has_gold(self) -> bool:
+        return self.gold_links.height > 0
+
+
+def find_table(root: Path, name: str) -> Path | None:
+    """The file holding table `name` in a corpus directory, or None when it is absent."""
+    found = [root / f"{name}{suffix}" for suffix in SUFFIXES if (root / f"{name}{suffix}").is_file()]
+    if len(found) > 1:
+        raise CorpusError(f"{root}: table {name!r} is given twice ({', '.join(p.name for p in found)})")
+    return found[0] if found else None
+
+
+def _read_raw(path: Path) -> pl.DataFrame:
+    """Read any supported file with every column as text, so validation sees what was written."""
+    try:
+        if path.suffix == ".parquet":
+            df = pl.read_parquet(path)
+        elif path.suffix == ".csv":
+            return pl.read_csv(path, infer_schema=False, encoding="utf8-lossy")
+        else:
+            return _read_jsonl(path)
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise CorpusError(f"{path}: cannot be read: {exc}") from exc
+    return df.with_columns(_to_text(name, dtype) for name, dtype in df.schema.items())
+
+
+def _to_text(name: str, dtype: pl.DataType) -> pl.Expr:
+    if isinstance(dtype, pl.List | pl.Array):
+        return pl.col(name).cast(pl.List(pl.String)).list.join(" ").alias(name)
+    return pl.col(name).cast(pl.String).alias(name)
+
+
+def _read_jsonl(path: Path) -> pl.DataFrame:
+    """JSON Lines read line by line: a malformed line becomes a row with a parse error, not a crash."""
+    rows: list[dict[str, str | None]] = []
+    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            if not isinstance(record, dict):
+                raise ValueError("not a JSON object")
+        except ValueError as exc:
+            rows.append({"__parse_error__": f"line {number}: invalid JSON ({exc})", "__raw__": line[:500]})
+            continue
+        rows.append({k: (" ".join(map(str, v)) if isinstance(v, list) else None if v is None else str(v))
+                     for k, v in record.items()})
+    return pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
+
+
+def _normalise_columns(raw: pl.DataFrame, table: str) -> pl.DataFrame:
+    aliases = _ALIASES[table]
+    renames = {c: aliases[c.lower()] for c in raw.columns
+               if c.lower() in aliases and aliases[c.lower()] not in raw.columns}
+    df = raw.rename(renames)
+    if table == "patents" and "text" not in df.columns and "title" in df.columns:
+        parts = [pl.col("title").fill_null("")]
+        if "abstract" in df.columns:
+            parts.append(pl.col("abstract").fill_null(""))
+        df = df.with_columns(pl.concat_str(parts, separator=" ").str.strip_chars().alias("text"))
+    if table == "devices" and "text" not in df.columns and {"generic_name", "trade_name"} & set(df.columns):
+        parts = [pl.col(c).fill_null("") for c in ("generic_name", "trade_name") if c in df.columns]
+        df = df.with_columns(pl.concat_str(parts, separator=" ").str.strip_chars().alias("text"))
+    return df
+
+
+def _reasons(df: pl.DataFrame, table: str) -> pl.Expr:
+    """The first rule a row breaks, or null for a valid row."""
+    checks: list[tuple[pl.Expr, str]] = []
+    if "__parse_error__" in df.columns:
+        checks.append((pl.col("__parse_error__").is_not_null(), ""))
+    for col in _REQUIRED_TEXT[table]:
+        if col not in df.columns:
+            raise CorpusError(f"table {table!r} has no column {col!r} (columns: {', '.join(df.columns)})")
+        checks.append((pl.col(col).is_null() | (pl.col(col).str.strip_chars() == ""), f"missing {col}"))
+    for col, dtype in _SCHEMAS[table].items():
+        if col in df.columns and dtype == pl.Date:
+            bad = pl.col(col).is_not_null() & (pl.col(col).str.strip_chars() != "") & pl.col(
+                col).str.to_date("%Y-%m-%d", strict=False).is_null()
+            checks.append((bad, f"unparseable {col} (want YYYY-MM-DD)"))
+    if table == "labeled_pairs":
+        checks.append((~pl.col("label").str.strip_chars().is_in(["0", "1", "0.0", "1.0"]), "label is not 0 or 1"))
+    reason = pl.lit(None, dtype=pl.String)
+    for cond, text in reversed(checks):
+        message = pl.col("__parse_error__") if text == "" else pl.lit(text)
+        reason = pl.when(cond).then(message).otherwise(reason)
+    return reason
+
+
+def _cast(df: pl.DataFrame, table: str) -> pl.DataFrame:
+    out = []
+    for col, dtype in _SCHEMAS[table].items():
+        if col not in df.columns:
+            out.append(pl.lit(None, dtype=dtype).alias(col))
+        elif dtype == pl.Date:
+            out.append(pl.col(col).str.strip_chars().str.to_date("%Y-%m-%d", strict=False).alias(col))
+        elif dtype == pl.List(pl.String):
+            out.append(pl.col(col).str.split(" ").list.eval(pl.element().filter(pl.element() != "")).alias(col))
+        elif dtype == pl.Int8:
+            out.append(pl.col(col).str.strip_chars().cast(pl.Float64).cast(pl.Int8).alias(col))
+        else:
+            out.append(pl.col(col).str.strip_chars().alias(col))
+    return df.select(out)
+
+
+def validate_table(raw: pl.DataFrame, table: str, source: str) -> TableRead:
+    """Split raw text rows into schema-conforming rows and quarantined rows with their reason.
+
+    Duplicate keys keep the first occurrence (file order, deterministic); later copies are
+    quarantined as duplicates.
+    """
+    schema = _SCHEMAS[table]
+    if raw.width == 0:
+        return TableRead(schemas.empty(schema), schemas.empty(schemas.REJECTED_RECORDS))
+    df = _normalise_columns(raw, table).with_row_index("__row__")
+    df = df.with_columns(_reasons(df, table).alias("__reason__"))
+    keys = list(_KEYS[table])
+    first = df.filter(pl.col("__reason__").is_null()).group_by(keys, maintain_order=True).agg(
+        pl.col("__row__").min().alias("__first__"))
+    df = df.join(first, on=keys, how="left", nulls_equal=False).with_columns(
+        pl.when(pl.col("__reason__").is_null() & (pl.col("__row__") != pl.col("__first__")))
+        .then(pl.concat_str([pl.lit("duplicate key of row "), pl.col("__first__").cast(pl.String)]))
+        .otherwise(pl.col("__reason__")).alias("__reason__")).sort("__row__")
+    bad = df.filter(pl.col("__reason__").is_not_null())
+    payload = [c for c in raw.columns if not c.startswith("__")] + (["__raw__"] if "__raw__" in raw.columns else [])
+    rejected = bad.select(
+        pl.lit(source).alias("source"),
+        pl.concat_str([pl.lit(f"{table}#"), pl.col("__row__").cast(pl.String)] + [
+            pl.lit(":"), pl.coalesce([pl.col(k) for k in keys if k in bad.columns] + [pl.lit("")])]).alias("record_key"),
+        pl.col("__reason__").alias("reason"),
+        pl.struct([c for c in payload if c in bad.columns]).struct.json_encode().alias("record"),
+    ) if bad.height else schemas.empty(schemas.REJECTED_RECORDS)
+    valid = _cast(df.filter(pl.col("__reason__").is_null()), table)
+    return TableRead(schemas.conform(valid, schema), schemas.conform(rejected, schemas.REJECTED_RECORDS))
+
+
+def read_table(path: Path, table: str) -> TableRead:
+    return validate_table(_read_raw(path), table, source=str(path.name))
+
+
+def read_corpus(root: str | Path) -> Corpus:
+    """Read and validate a corpus directory; devices and patents are required."""
+    root = Path(root)
+    if not root.is_dir():
+        raise CorpusError(f"corpus directory {root} does not exist")
+    reads: dict[str, TableRead] = {}
+    for table in ("devices", "patents", "gold_links", "labeled_pairs"):
+        path = find_table(root, table)
+        if path is None:
+            if table in ("devices", "patents"):
+                raise CorpusError(f"{root}: no {table} table (expected {table}.parquet, .csv or .jsonl)")
+            reads[table] = TableRead(schemas.empty(_SCHEMAS[table]), schemas.empty(schemas.REJECTED_RECORDS))
+        else:
+            reads[table] = read_table(path, table)
+    devices, patents = reads["devices"].valid, reads["patents"].valid
+    gold = _known_pairs(reads["gold_links"].valid, devices, patents, "gold_links")
+    labeled = _known_pairs(reads["labeled_pairs"].valid, devices, patents, "labeled_pairs")
+    rejected = [r.rejected for r in reads.values()] + [gold.rejected, labeled.rejected]
+    return Corpus(devices=devices, patents=patents, gold_links=gold.valid, labeled_pairs=labeled.valid,
+                  rejected=pl.concat(rejected), root=root)
+
+
+def _known_pairs(pairs: pl.DataFrame, devices: pl.DataFrame, patents: pl.DataFrame, table: str) -> TableRead:
+    """Pairs whose ids are in the corpus; the others cannot be scored and are quarantined."""
+    known_device = pl.col("fda_id").is_in(devices["fda_id"].implode())
+    known_patent = pl.col("pat_id").is_in(patents["pat_id"].implode())
+    unknown = pairs.filter(~(known_device & known_patent)).with_columns(
+        pl.when(~known_device).then(pl.lit("fda_id not among valid devices"))
+        .otherwise(pl.lit("pat_id not among valid patents")).alias("reason"))
+    rejected = unknown.select(
+        pl.lit(table).alias("source"),
+        pl.concat_str([pl.lit(f"{table}:"), pl.col("fda_id"), pl.lit("|"), pl.col("pat_id")]).alias("record_key"),
+        "reason",
+        pl.struct([c for c in pairs.columns]).struct.json_encode().alias("record"),
+    )
+    return TableRead(pairs.filter(known_device & known_patent), schemas.conform(rejected, schemas.REJECTED_RECORDS))
+
+
+def write_corpus(corpus: Corpus, root: str | Path) -> Path:
+    """Write a corpus directory in the canonical Parquet form (what every source produces)."""
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    for name in ("devices", "patents", "gold_links", "labeled_pairs"):
+        getattr(corpus, name).write_parquet(root / f"{name}.parquet")
+    return root

@@ -1,0 +1,154 @@
+"""Declared polars schemas: the data contracts every stage reads and writes.
+
+One place for them so that sources, stages, the Dagster layer and the CLI agree on names and
+types (the BEIR idea of small, stable contracts, as typed tables).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+DEVICES = pl.Schema(
+    {
+        "fda_id": pl.String,
+        "applicant": pl.String,
+        "trade_name": pl.String,
+        "generic_name": pl.String,
+        "product_code": pl.String,
+        "decision_date": pl.Date,
+        "text": pl.String,
+    }
+)
+"""A PMA device (an original approval). `text` is what the models read."""
+
+PATENTS = pl.Schema(
+    {
+        "pat_id": pl.String,
+        "title": pl.String,
+        "text": pl.String,
+        "assignee": pl.String,
+        "grant_date": pl.Date,
+        "filing_date": pl.Date,
+        "cpc_codes": pl.List(pl.String),
+    }
+)
+"""A granted patent. `text` is title + abstract; `assignee` may hold several names joined by '; '."""
+
+GOLD_LINKS = pl.Schema({"fda_id": pl.String, "pat_id": pl.String})
+
+LABELED_PAIRS = pl.Schema({"fda_id": pl.String, "pat_id": pl.String, "label": pl.Int8})
+
+REJECTED_RECORDS = pl.Schema(
+    {
+        "source": pl.String,
+        "record_key": pl.String,
+        "reason": pl.String,
+        "record": pl.String,
+    }
+)
+"""Quarantine: every input row that failed validation, with the reason; nothing is dropped silently."""
+
+CONCEPTS = pl.Schema(
+    {
+        "concept_id": pl.String,
+        "preferred_name": pl.String,
+        "tui": pl.String,
+        "category": pl.String,
+        "weight": pl.Float64,
+        "is_anchor": pl.Boolean,
+        "source": pl.String,
+    }
+)
+
+CONCEPT_TERMS = pl.Schema({"term": pl.String, "term_norm": pl.String, "concept_id": pl.String})
+
+CONCEPT_PARENTS = pl.Schema({"concept_id": pl.String, "parent_id": pl.String})
+
+MENTIONS = pl.Schema(
+    {
+        "doc_id": pl.String,
+        "mention": pl.String,
+        "start": pl.Int32,
+        "end": pl.Int32,
+        "entity_type": pl.String,
+        "norm": pl.String,
+        "concept_id": pl.String,
+        "map_tier": pl.String,
+        "grounding": pl.String,
+    }
+)
+"""A grounded entity mention in a device or patent text.
+
+`entity_type` is COMPONENT or MECHANISM; `norm` the normalised surface string (Tier-S key);
+`concept_id` the ontology concept or null; `map_tier` exact / head_noun / none;
+`grounding` exact / case_insensitive / fuzzy (Quote-then-Verify outcome).
+"""
+
+EMBEDDINGS = pl.Schema({"doc_id": pl.String, "content_hash": pl.String, "embedding": pl.List(pl.Float32)})
+
+COMPANY_DICTIONARY = pl.Schema(
+    {
+        "raw_name": pl.String,
+        "normalized_name": pl.String,
+        "company_id": pl.String,
+        "method": pl.String,
+        "score": pl.Float64,
+    }
+)
+
+ACQUISITIONS = pl.Schema(
+    {
+        "acquirer": pl.String,
+        "acquired": pl.String,
+        "close_date": pl.Date,
+        "source": pl.String,
+    }
+)
+
+CANDIDATES = pl.Schema(
+    {
+        "fda_id": pl.String,
+        "pat_id": pl.String,
+        "sim": pl.Float32,
+        "score_company": pl.Int16,
+        "score_vector": pl.Int16,
+        "score_entity": pl.Float32,
+        "score_total": pl.Float32,
+        "entity_tier": pl.String,
+        "entity_detail": pl.String,
+        "entity_matches": pl.Int16,
+        "shared_terms": pl.String,
+        "company_path": pl.String,
+        "admitted_by": pl.String,
+    }
+)
+"""A Stage-2 candidate pair with every score component as a typed column (METHOD.md §3.5)."""
+
+CROSS_ENCODER_SCORES = pl.Schema({"fda_id": pl.String, "pat_id": pl.String, "ai_score": pl.Float32})
+
+LINKS = pl.Schema(
+    {
+        "fda_id": pl.String,
+        "pat_id": pl.String,
+        "probability": pl.Float32,
+        "decision": pl.Boolean,
+        "immune": pl.Boolean,
+        "verdict": pl.String,
+        "out_of_fold": pl.Boolean,
+        "evidence": pl.String,
+    }
+)
+"""A scored candidate after Stage 3; `decision` marks membership of the final link set."""
+
+
+def empty(schema: pl.Schema) -> pl.DataFrame:
+    return pl.DataFrame(schema=schema)
+
+
+def conform(df: pl.DataFrame, schema: pl.Schema) -> pl.DataFrame:
+    """Select and cast `df` to exactly `schema` (missing columns become nulls)."""
+    cols = [
+        (pl.col(name).cast(dtype) if name in df.columns else pl.lit(None, dtype=dtype)).alias(name)
+        for name, dtype in schema.items()
+    ]
+    return df.select(cols)

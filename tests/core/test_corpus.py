@@ -1,0 +1,66 @@
+import json
+
+import polars as pl
+import pytest
+
+from meddevkg_core import schemas
+from meddevkg_core.corpus import CorpusError, read_corpus, write_corpus
+
+
+def _write_jsonl(path, rows):
+    path.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows) + "\n")
+
+
+def test_reads_csv_and_jsonl_and_quarantines_bad_rows(tmp_path):
+    _write_jsonl(tmp_path / "devices.jsonl", [
+        {"fda_id": "P1", "applicant": "Acme", "text": "Coronary stent system", "decision_date": "2010-05-01"},
+        {"fda_id": "P2", "applicant": "Acme"},  # no text
+        "{not json",
+        {"fda_id": "P1", "applicant": "Acme", "text": "duplicate of P1"},
+        {"fda_id": "P3", "text": "Valve", "decision_date": "2010-13-45"},
+    ])
+    (tmp_path / "patents.csv").write_text(
+        "pat_id,title,abstract,assignee,grant_date,cpc_codes\n"
+        "9000001,Stent,A stent comprising struts,Acme Inc.,2012-01-03,A61F2/82 A61F2/91\n"
+        ",No id,Missing id,Acme,2012-01-03,\n")
+    (tmp_path / "gold_links.csv").write_text("fda_id,pat_id\nP1,9000001\nP9,9000001\n")
+
+    corpus = read_corpus(tmp_path)
+
+    assert corpus.devices["fda_id"].to_list() == ["P1"]
+    assert corpus.devices.schema == schemas.DEVICES
+    assert corpus.patents.row(0, named=True)["text"] == "Stent A stent comprising struts"
+    assert corpus.patents["cpc_codes"].to_list() == [["A61F2/82", "A61F2/91"]]
+    assert corpus.gold_links.height == 1
+    reasons = sorted(corpus.rejected["reason"].to_list())
+    assert any(r.startswith("line 3: invalid JSON") for r in reasons)
+    assert "missing text" in reasons and "missing pat_id" in reasons
+    assert "unparseable decision_date (want YYYY-MM-DD)" in reasons
+    assert "duplicate key of row 0" in reasons
+    assert "fda_id not among valid devices" in reasons
+    assert corpus.rejected.height == 6
+    assert all(json.loads(r) for r in corpus.rejected["record"])
+
+
+def test_missing_required_table_is_a_clear_error(tmp_path):
+    (tmp_path / "devices.csv").write_text("fda_id,text\nP1,stent\n")
+    with pytest.raises(CorpusError, match="no patents table"):
+        read_corpus(tmp_path)
+
+
+def test_round_trip_through_canonical_parquet(tmp_path):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "devices.csv").write_text("fda_id,text,applicant\nP1,stent,ACME\n")
+    (tmp_path / "in" / "patents.csv").write_text("pat_id,text,assignee\n1,stent,ACME\n")
+    first = read_corpus(tmp_path / "in")
+    again = read_corpus(write_corpus(first, tmp_path / "out"))
+    assert again.devices.equals(first.devices) and again.patents.equals(first.patents)
+
+
+def test_accepts_the_real_benchmark_as_is(benchmark_dir):
+    corpus = read_corpus(benchmark_dir)
+    assert (corpus.devices.height, corpus.patents.height) == (434, 2185)
+    assert corpus.gold_links.height == 426 and corpus.rejected.height == 0
+    assert corpus.labeled_pairs["label"].to_list().count(1) > 0
+    assert corpus.devices["applicant"].null_count() == 0
+    assert pl.Series(corpus.patents["text"]).str.len_chars().min() > 0
