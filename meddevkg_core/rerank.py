@@ -1,0 +1,250 @@
+"""Stage 3: learned noise reduction with the paper's 9 features, evaluated leak-free.
+
+The classifier is XGBoost over the Stage-2 score components, the cross-encoder score and three
+flags (METHOD.md §4.2; the cosine is kept as a float instead of a 2-dp string). Unlike the
+paper, every probability reported for a gold device comes from a model that never saw that
+device (device-grouped folds), and every cut-off is chosen on training devices only.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+import xgboost as xgb
+from sklearn.model_selection import GroupKFold
+
+from meddevkg_core import schemas
+from meddevkg_core.config import Admission, RerankConfig
+
+FEATURES = (
+    "score_company", "score_vector", "score_entity", "score_total", "ai_score",
+    "has_tiers", "has_rescue", "is_same_company", "sim_raw",
+)
+RESCUES = (Admission.RESCUE_VECTOR.value, Admission.RESCUE_ANCHOR.value)
+
+
+def feature_frame(candidates: pl.DataFrame, ce_scores: pl.DataFrame | None) -> pl.DataFrame:
+    """Candidates with the 9 feature columns in the paper's order (ai_score null when absent)."""
+    df = candidates
+    if ce_scores is not None and ce_scores.height:
+        df = df.join(ce_scores.select("fda_id", "pat_id", "ai_score"), on=["fda_id", "pat_id"], how="left")
+    else:
+        df = df.with_columns(pl.lit(None, dtype=pl.Float32).alias("ai_score"))
+    return df.with_columns(
+        (pl.col("shared_terms").fill_null("") != "").cast(pl.Int8).alias("has_tiers"),
+        pl.col("admitted_by").is_in(RESCUES).cast(pl.Int8).alias("has_rescue"),
+        (pl.col("score_company") > 0).cast(pl.Int8).alias("is_same_company"),
+        pl.col("sim").alias("sim_raw"),
+    )
+
+
+def matrix(features: pl.DataFrame) -> np.ndarray:
+    return features.select(pl.col(f).cast(pl.Float32) for f in FEATURES).to_numpy().astype(np.float32)
+
+
+def label_pairs(candidates: pl.DataFrame, gold: pl.DataFrame) -> pl.DataFrame:
+    """Pool pairs of gold devices with label 1 for gold links, 0 for the rest (hard negatives)."""
+    gold_devices = gold["fda_id"].unique().implode()
+    marked = gold.select("fda_id", "pat_id", pl.lit(1, pl.Int8).alias("label"))
+    return (candidates.filter(pl.col("fda_id").is_in(gold_devices))
+            .join(marked, on=["fda_id", "pat_id"], how="left")
+            .with_columns(pl.col("label").fill_null(0)))
+
+
+def training_sample(labeled: pl.DataFrame, cfg: RerankConfig) -> pl.DataFrame:
+    """Every positive plus hard negatives, capped per device so no device dominates (seeded)."""
+    if cfg.negatives_per_positive <= 0:
+        return labeled
+    pos = labeled.filter(pl.col("label") == 1)
+    neg = labeled.filter(pl.col("label") == 0)
+    budget = max(1, cfg.negatives_per_positive * pos.height)
+    cap = max(1, int(cfg.max_negative_share_per_device * budget))
+    neg = (neg.with_columns(pl.col("fda_id").hash(cfg.seed).alias("_h1"),
+                            pl.concat_str("fda_id", "pat_id").hash(cfg.seed).alias("_h2"))
+           .sort("_h1", "_h2").with_columns(pl.int_range(pl.len()).over("fda_id").alias("_rank"))
+           .filter(pl.col("_rank") < cap).sort("_h2").head(budget).drop("_h1", "_h2", "_rank"))
+    return pl.concat([pos, neg]).sort("fda_id", "pat_id")
+
+
+@dataclass(frozen=True)
+class RerankerModel:
+    """A trained classifier plus the cut-off chosen for it on validation devices."""
+
+    booster_json: str
+    threshold: float
+    n_train_pairs: int
+    n_train_devices: int
+    has_ai_score: bool
+
+    def predict(self, features: pl.DataFrame) -> np.ndarray:
+        if features.height == 0:
+            return np.zeros(0, np.float32)
+        booster = xgb.Booster()
+        booster.load_model(bytearray(self.booster_json, "utf-8"))
+        booster.set_param({"nthread": _threads(features.height)})
+        return booster.inplace_predict(matrix(features)).astype(np.float32)
+
+    def to_json(self) -> str:
+        return json.dumps(self.__dict__)
+
+    @staticmethod
+    def from_json(text: str) -> RerankerModel:
+        return RerankerModel(**json.loads(text))
+
+
+def _threads(rows: int) -> int:
+    """One thread for small training sets: OpenMP spin-waiting costs more than it saves there."""
+    return 1 if rows < 50_000 else 2
+
+
+def _fit(train: pl.DataFrame, cfg: RerankConfig) -> xgb.XGBClassifier:
+    y = train["label"].to_numpy()
+    model = xgb.XGBClassifier(
+        n_estimators=cfg.n_estimators, max_depth=cfg.max_depth, learning_rate=cfg.learning_rate,
+        subsample=cfg.subsample, colsample_bytree=cfg.colsample_bytree, random_state=cfg.seed,
+        eval_metric="logloss", tree_method="hist", n_jobs=_threads(train.height),
+        base_score=float(np.clip(y.mean(), 0.01, 0.99)) if len(y) else 0.5)
+    model.fit(matrix(train), y)
+    return model
+
+
+def oof_probabilities(labeled: pl.DataFrame, cfg: RerankConfig, folds: int) -> np.ndarray:
+    """Out-of-fold probabilities for labelled pool pairs, folds grouped by device."""
+    prob = np.full(labeled.height, np.nan, np.float32)
+    groups = labeled["fda_id"].to_numpy()
+    n_splits = min(folds, len(np.unique(groups)))
+    if n_splits < 2:
+        return prob
+    for train_idx, test_idx in GroupKFold(n_splits=n_splits).split(np.zeros(len(groups)), groups=groups):
+        train = training_sample(labeled[train_idx], cfg)
+        if train["label"].n_unique() < 2:
+            continue
+        prob[test_idx] = _fit(train, cfg).predict_proba(matrix(labeled[test_idx]))[:, 1]
+    return prob
+
+
+def recall_threshold(prob: np.ndarray, labels: np.ndarray, target_recall: float) -> float:
+    """The highest cut-off that keeps at least `target_recall` of the positives."""
+    pos = np.sort(prob[(labels == 1) & ~np.isnan(prob)])[::-1]
+    if len(pos) == 0:
+        return 0.5
+    k = int(np.ceil(target_recall * len(pos))) - 1
+    return float(pos[min(max(k, 0), len(pos) - 1)])
+
+
+def train_reranker(labeled: pl.DataFrame, cfg: RerankConfig, inner_folds: int | None = None) -> RerankerModel:
+    """Fit on every labelled pair; the cut-off comes from out-of-fold scores of those devices."""
+    if cfg.decision_threshold is not None:
+        threshold = cfg.decision_threshold
+    else:
+        oof = oof_probabilities(labeled, cfg, inner_folds or cfg.folds)
+        threshold = recall_threshold(oof, labeled["label"].to_numpy(), cfg.target_recall)
+    train = training_sample(labeled, cfg)
+    model = _fit(train, cfg)
+    return RerankerModel(
+        booster_json=model.get_booster().save_raw("json").decode("utf-8"), threshold=threshold,
+        n_train_pairs=train.height, n_train_devices=train["fda_id"].n_unique(),
+        has_ai_score=bool(labeled["ai_score"].is_not_null().any()),
+    )
+
+
+@dataclass(frozen=True)
+class FoldModels:
+    """One model per device-grouped fold plus the model trained on every gold device.
+
+    A gold device is always scored by the fold model that did not see it; every other device
+    by the full model. Stored as a table by the `reranker_model` asset.
+    """
+
+    full: RerankerModel
+    folds: tuple[tuple[tuple[str, ...], RerankerModel], ...]
+
+    def model_for(self, fda_id: str) -> tuple[RerankerModel, bool]:
+        for devices, model in self.folds:
+            if fda_id in devices:
+                return model, True
+        return self.full, False
+
+    def to_frame(self) -> pl.DataFrame:
+        rows = [{"model": "full", "held_out_devices": [], "model_json": self.full.to_json()}]
+        rows += [{"model": f"fold_{i}", "held_out_devices": list(devices), "model_json": m.to_json()}
+                 for i, (devices, m) in enumerate(self.folds)]
+        return pl.DataFrame(rows, schema={"model": pl.String, "held_out_devices": pl.List(pl.String),
+                                          "model_json": pl.String})
+
+    @staticmethod
+    def from_frame(df: pl.DataFrame) -> FoldModels:
+        full = RerankerModel.from_json(df.filter(pl.col("model") == "full")["model_json"][0])
+        folds = tuple((tuple(r["held_out_devices"]), RerankerModel.from_json(r["model_json"]))
+                      for r in df.filter(pl.col("model") != "full").sort("model").iter_rows(named=True))
+        return FoldModels(full, folds)
+
+
+def fit_fold_models(features: pl.DataFrame, gold: pl.DataFrame, cfg: RerankConfig) -> FoldModels:
+    """Train the full model and one model per device-grouped fold of the gold devices."""
+    labeled = label_pairs(features, gold)
+    if labeled.height == 0 or labeled["label"].n_unique() < 2:
+        raise ValueError("cannot train the reranker: the pool holds no gold positives and negatives")
+    inner = min(3, cfg.folds)
+    full = train_reranker(labeled, cfg, inner_folds=inner)
+    groups = labeled["fda_id"].unique().sort().to_numpy()
+    folds = []
+    for train_idx, test_idx in GroupKFold(n_splits=min(cfg.folds, len(groups))).split(groups, groups=groups):
+        model = train_reranker(labeled.filter(pl.col("fda_id").is_in(groups[train_idx])), cfg, inner_folds=inner)
+        folds.append((tuple(sorted(groups[test_idx].tolist())), model))
+    return FoldModels(full, tuple(folds))
+
+
+def apply_fold_models(features: pl.DataFrame, models: FoldModels) -> pl.DataFrame:
+    """Probabilities for every candidate, out-of-fold for gold devices (see FoldModels)."""
+    parts = []
+    for devices, model in models.folds:
+        part = features.filter(pl.col("fda_id").is_in(devices))
+        parts.append(_scored(part, model, True))
+    held_out = [d for devices, _ in models.folds for d in devices]
+    parts.append(_scored(features.filter(~pl.col("fda_id").is_in(held_out)), models.full, False))
+    return pl.concat(parts, how="vertical_relaxed").sort("fda_id", "pat_id")
+
+
+def _scored(features: pl.DataFrame, model: RerankerModel, out_of_fold: bool) -> pl.DataFrame:
+    return features.with_columns(pl.Series("probability", model.predict(features), pl.Float32),
+                                 pl.lit(model.threshold, pl.Float32).alias("threshold"),
+                                 pl.lit(out_of_fold).alias("out_of_fold"))
+
+
+def decide(scored: pl.DataFrame, cfg: RerankConfig) -> pl.DataFrame:
+    """Final link decisions: probability over the cut-off, or an immunity rule (METHOD.md §4.5)."""
+    immune_sim = (pl.col("is_same_company") == 1) & (pl.col("sim") >= (cfg.immunity_same_company_min_cosine or 2.0))
+    immune_core = pl.lit(cfg.immunity_tier_s_anchor) & (pl.col("admitted_by") == Admission.RESCUE_ANCHOR.value)
+    return scored.with_columns(
+        (immune_sim | immune_core).alias("immune"),
+        pl.when(immune_sim).then(pl.lit("immune:same_company_high_sim"))
+        .when(immune_core).then(pl.lit("immune:tier_s_anchor"))
+        .when(pl.col("probability") >= pl.col("threshold")).then(pl.lit("probability"))
+        .otherwise(pl.lit("below_threshold")).alias("verdict"),
+    ).with_columns((pl.col("verdict") != "below_threshold").alias("decision"))
+
+
+def evidence(row: dict) -> str:
+    """Short structured text a reviewer can read: signals, shared concepts, company path."""
+    parts = [f"S={row['score_total']:.0f}", f"admitted={row['admitted_by']}",
+             f"vec={row['score_vector']}({row['sim']:.3f})"]
+    if row.get("company_path"):
+        parts.append(f"company={row['company_path']}")
+    if row.get("entity_detail"):
+        parts.append(f"entity={row['entity_detail']}")
+    if row.get("shared_terms"):
+        parts.append(f"shared={row['shared_terms']}")
+    if row.get("ai_score") is not None:
+        parts.append(f"ce={row['ai_score']:.3f}")
+    parts.append(f"p={row['probability']:.3f}")
+    return "; ".join(parts)
+
+
+def links_frame(decided: pl.DataFrame) -> pl.DataFrame:
+    rows = decided.to_dicts()
+    out = decided.with_columns(pl.Series("evidence", [evidence(r) for r in rows], pl.String))
+    return schemas.conform(out, schemas.LINKS)

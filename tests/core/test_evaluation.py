@@ -1,0 +1,38 @@
+import polars as pl
+import pytest
+
+from meddevkg_core.evaluation import evaluate_links, gold_ranks, ranking_metrics
+
+
+def test_ranks_break_ties_by_patent_id_and_never_flatter():
+    scores = pl.DataFrame({"fda_id": ["D"] * 4, "pat_id": ["a", "b", "c", "d"], "score": [1.0, 1.0, 0.5, 0.2]})
+    gold = pl.DataFrame({"fda_id": ["D", "D"], "pat_id": ["b", "z"]})
+    ranks = gold_ranks(scores, gold)
+    assert ranks.sort("pat_id")["rank"].to_list() == [2, None]
+
+
+def test_ranking_metrics_micro_recall_and_mrr():
+    scores = pl.DataFrame({"fda_id": ["A"] * 3 + ["B"] * 3, "pat_id": ["1", "2", "3", "4", "5", "6"],
+                           "score": [3.0, 2.0, 1.0, 3.0, 2.0, 1.0]})
+    gold = pl.DataFrame({"fda_id": ["A", "B", "B"], "pat_id": ["1", "5", "6"]})
+    m = ranking_metrics(scores, gold, ks=(1, 2))
+    assert m["R@1"] == pytest.approx(1 / 3) and m["R@2"] == pytest.approx(2 / 3)
+    assert m["MRR"] == pytest.approx((1 + 1 / 2) / 2)
+    assert m["median_rank"] == 2
+
+
+def test_link_evaluation_counts_recall_share_and_noise_reduction():
+    pool = pl.DataFrame({"fda_id": ["A", "A", "A", "B"], "pat_id": ["1", "2", "3", "1"]})
+    links = pool.with_columns(pl.Series("decision", [True, False, False, True]), pl.lit(True).alias("out_of_fold"))
+    gold = pl.DataFrame({"fda_id": ["A", "A"], "pat_id": ["1", "9"]})
+    ev = evaluate_links(pool, links, gold, n_devices=2, n_patents=10)
+    assert ev.pool_recall == 0.5 and ev.link_recall == 0.5
+    assert ev.n_links == 2 and ev.link_share_of_pairs == pytest.approx(2 / 20)
+    assert ev.noise_reduction == pytest.approx(0.5) and ev.link_recall_out_of_fold_only
+
+
+def test_no_gold_gives_no_recall_rather_than_a_fake_number():
+    pool = pl.DataFrame({"fda_id": ["A"], "pat_id": ["1"]})
+    links = pool.with_columns(pl.lit(True).alias("decision"), pl.lit(False).alias("out_of_fold"))
+    ev = evaluate_links(pool, links, pl.DataFrame(schema={"fda_id": pl.String, "pat_id": pl.String}), 1, 1)
+    assert ev.pool_recall is None and ev.link_recall is None

@@ -1,0 +1,119 @@
+import numpy as np
+import polars as pl
+import pytest
+
+from meddevkg_core import schemas
+from meddevkg_core.config import RerankConfig
+from meddevkg_core.rerank import (
+    FEATURES, FoldModels, apply_fold_models, decide, feature_frame, fit_fold_models, label_pairs, links_frame,
+    recall_threshold, training_sample,
+)
+
+CFG = RerankConfig(n_estimators=20, folds=4)
+
+
+def synthetic_pool(n_devices=12, per_device=30, seed=0) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """A pool where gold pairs tend to have higher scores, with noise, plus the gold table."""
+    rng = np.random.default_rng(seed)
+    rows, gold = [], []
+    for d in range(n_devices):
+        for p in range(per_device):
+            is_gold = p < 4
+            sim = float(np.clip(rng.normal(0.55 if is_gold else 0.4, 0.1), 0, 1))
+            company = 20 if (is_gold or rng.random() < 0.3) else 0
+            entity = float(rng.choice([0, 20, 30, 60] if is_gold else [0, 0, 5, 20]))
+            vector = 65 if sim > 0.6 else 30 if sim > 0.45 else 0
+            rows.append({"fda_id": f"P{d:02d}", "pat_id": f"{d * 100 + p}", "sim": sim, "score_company": company,
+                         "score_vector": vector, "score_entity": entity,
+                         "score_total": company + vector + entity, "entity_tier": "S" if entity >= 30 else "none",
+                         "entity_detail": "", "entity_matches": 1, "shared_terms": "stent" if entity >= 30 else "",
+                         "company_path": None, "admitted_by": "threshold"})
+            if is_gold:
+                gold.append({"fda_id": f"P{d:02d}", "pat_id": f"{d * 100 + p}"})
+    # devices without gold
+    for p in range(10):
+        rows.append({**rows[p], "fda_id": "PX", "pat_id": f"9{p}"})
+    return schemas.conform(pl.DataFrame(rows), schemas.CANDIDATES), pl.DataFrame(gold)
+
+
+def test_features_follow_the_paper_order_and_flags():
+    pool, _ = synthetic_pool(2, 5)
+    f = feature_frame(pool, None)
+    assert FEATURES[4] == "ai_score" and f["ai_score"].null_count() == f.height
+    assert set(f["has_tiers"].unique()) <= {0, 1}
+    assert (f["is_same_company"] == (f["score_company"] > 0).cast(pl.Int8)).all()
+
+
+def test_training_sample_caps_negatives_per_device_and_is_deterministic():
+    pool, gold = synthetic_pool()
+    labeled = label_pairs(feature_frame(pool, None), gold)
+    cfg = RerankConfig(negatives_per_positive=2, max_negative_share_per_device=0.1)
+    a, b = training_sample(labeled, cfg), training_sample(labeled, cfg)
+    assert a.equals(b)
+    neg = a.filter(pl.col("label") == 0)
+    assert neg.height <= 2 * gold.height
+    assert neg.group_by("fda_id").len()["len"].max() <= int(0.1 * 2 * gold.height)
+    assert a.filter(pl.col("label") == 1).height == gold.height
+
+
+def test_recall_threshold_keeps_the_target_share_of_positives():
+    prob = np.array([0.9, 0.8, 0.7, 0.6, 0.1], np.float32)
+    labels = np.array([1, 1, 1, 1, 0])
+    assert recall_threshold(prob, labels, 0.75) == pytest.approx(0.7)
+    assert recall_threshold(prob, labels, 1.0) == pytest.approx(0.6)
+
+
+def test_gold_devices_are_scored_out_of_fold_and_others_by_the_full_model():
+    pool, gold = synthetic_pool()
+    features = feature_frame(pool, None)
+    models = fit_fold_models(features, gold, CFG)
+    scored = apply_fold_models(features, models)
+    assert scored.height == pool.height
+    assert scored.filter(pl.col("fda_id") == "PX")["out_of_fold"].to_list() == [False] * 10
+    assert scored.filter(pl.col("fda_id") != "PX")["out_of_fold"].all()
+    held_out = [d for devices, _ in models.folds for d in devices]
+    assert sorted(held_out) == sorted(gold["fda_id"].unique().to_list())  # each gold device in exactly one fold
+
+
+def test_a_devices_own_gold_never_changes_its_out_of_fold_scores():
+    """The leak test: relabel one device's gold; its probabilities and cut-off must not move."""
+    pool, gold = synthetic_pool()
+    features = feature_frame(pool, None)
+    target = "P03"
+    changed = pl.concat([gold.filter(pl.col("fda_id") != target),
+                         pl.DataFrame({"fda_id": [target] * 4, "pat_id": ["310", "311", "312", "313"]})])
+    before = apply_fold_models(features, fit_fold_models(features, gold, CFG))
+    after = apply_fold_models(features, fit_fold_models(features, changed, CFG))
+    own = pl.col("fda_id") == target
+    assert before.filter(own)["probability"].to_list() == after.filter(own)["probability"].to_list()
+    assert before.filter(own)["threshold"].to_list() == after.filter(own)["threshold"].to_list()
+    assert before.filter(~own & (pl.col("fda_id") != "PX"))["probability"].to_list() != \
+        after.filter(~own & (pl.col("fda_id") != "PX"))["probability"].to_list()
+
+
+def test_fold_models_round_trip_through_a_table():
+    pool, gold = synthetic_pool()
+    features = feature_frame(pool, None)
+    models = fit_fold_models(features, gold, CFG)
+    again = FoldModels.from_frame(models.to_frame())
+    assert apply_fold_models(features, again).equals(apply_fold_models(features, models))
+
+
+def test_decide_applies_cut_off_and_immunity_and_explains():
+    pool, gold = synthetic_pool(4, 10)
+    features = feature_frame(pool, None).with_columns(
+        pl.when(pl.col("pat_id") == "1").then(pl.lit("rescue_anchor")).otherwise(pl.col("admitted_by"))
+        .alias("admitted_by"))
+    scored = features.with_columns(pl.lit(0.5, pl.Float32).alias("probability"),
+                                   pl.lit(0.6, pl.Float32).alias("threshold"), pl.lit(True).alias("out_of_fold"))
+    links = links_frame(decide(scored, RerankConfig()))
+    assert links.schema == schemas.LINKS
+    kept = links.filter(pl.col("decision"))
+    assert kept["pat_id"].to_list() == ["1"] and kept["immune"].all()
+    assert "p=0.500" in kept["evidence"][0] and "admitted=rescue_anchor" in kept["evidence"][0]
+
+
+def test_training_needs_positives_and_negatives():
+    pool, gold = synthetic_pool(3, 5)
+    with pytest.raises(ValueError, match="no gold positives and negatives"):
+        fit_fold_models(feature_frame(pool, None), gold.head(0), CFG)
