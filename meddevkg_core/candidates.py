@@ -1,0 +1,149 @@
+"""Stage 2: multi-signal candidate generation, block by block over devices.
+
+S = S_company (0/20) + S_vector (discretised cosine) + S_entity (best tier match); a pair is
+admitted when S reaches the threshold or a rescue rule fires (METHOD.md §3). The pair table is
+never materialised: each block of devices is scored against every patent and filtered at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from meddevkg_core import schemas
+from meddevkg_core.config import Admission, CandidateConfig
+from meddevkg_core.entity_match import EntityMatcher
+
+
+@dataclass(frozen=True)
+class Stage2Inputs:
+    """Everything Stage 2 reads, aligned by row: vectors are L2-normalised float32 rows."""
+
+    device_ids: list[str]
+    device_vectors: np.ndarray
+    patent_ids: list[str]
+    patent_vectors: np.ndarray
+    company_matches: pl.DataFrame  # fda_id, pat_id, match_kind, company_path (matching pairs only)
+    entities: EntityMatcher
+
+
+def vector_points(sim: np.ndarray, cfg: CandidateConfig) -> np.ndarray:
+    """Discretise cosine into bins, applied to the unrounded value (rows are devices).
+
+    In device_quantile mode a bin's cut-off is that quantile of the device's own cosines over
+    all patents, so the points mean "among this device's most similar patents" whatever the
+    encoder's cosine scale is.
+    """
+    points = np.zeros(sim.shape, np.int16)
+    if cfg.vector_mode == "absolute":
+        for b in sorted(cfg.vector_bins, key=lambda b: b.min_cosine):
+            points[sim >= b.min_cosine] = b.points
+        return points
+    bins = sorted(cfg.vector_quantile_bins, key=lambda b: b.min_quantile)
+    cuts = np.quantile(sim, [b.min_quantile for b in bins], axis=1)
+    for b, cut in zip(bins, cuts, strict=True):
+        points[sim >= cut[:, None]] = b.points
+    return points
+
+
+@dataclass(frozen=True)
+class BlockScores:
+    """Every score component for a block of devices x all patents (dense, bounded by the block)."""
+
+    device_ids: list[str]
+    sim: np.ndarray
+    company: np.ndarray
+    vector: np.ndarray
+    entity: np.ndarray
+    entity_core: np.ndarray
+    entity_matches: np.ndarray
+
+    @property
+    def total(self) -> np.ndarray:
+        return self.company + self.vector + self.entity
+
+
+def score_blocks(inputs: Stage2Inputs, cfg: CandidateConfig, device_ids: list[str] | None = None) -> Iterator[BlockScores]:
+    """Yield score matrices for consecutive device blocks (memory bounded by the block size)."""
+    wanted = inputs.device_ids if device_ids is None else device_ids
+    row_of = {d: i for i, d in enumerate(inputs.device_ids)}
+    pat_col = {p: j for j, p in enumerate(inputs.patent_ids)}
+    company = inputs.company_matches.select("fda_id", "pat_id")
+    for start in range(0, len(wanted), cfg.device_block_size):
+        block = wanted[start:start + cfg.device_block_size]
+        vecs = inputs.device_vectors[[row_of[d] for d in block]]
+        sim = np.clip(vecs @ inputs.patent_vectors.T, -1.0, 1.0).astype(np.float32)
+        comp = np.zeros(sim.shape, np.float32)
+        pairs = company.filter(pl.col("fda_id").is_in(block))
+        if pairs.height:
+            block_row = {d: i for i, d in enumerate(block)}
+            rows = np.fromiter((block_row[d] for d in pairs["fda_id"]), np.int64, pairs.height)
+            cols = np.fromiter((pat_col[p] for p in pairs["pat_id"]), np.int64, pairs.height)
+            comp[rows, cols] = cfg.company_points
+        ent = inputs.entities.score_block(block)
+        yield BlockScores(block, sim, comp, vector_points(sim, cfg).astype(np.float32), ent.score, ent.core,
+                          ent.matches)
+
+
+def admission(scores: BlockScores, cfg: CandidateConfig) -> tuple[np.ndarray, list[Admission]]:
+    """Admission reason per pair as small ints (0 = not admitted), in the order of precedence."""
+    total = scores.total
+    reason = np.zeros(total.shape, np.int8)
+    rules: list[tuple[Admission, np.ndarray]] = [(Admission.THRESHOLD, total >= cfg.admission_threshold)]
+    if cfg.rescue_vector_points is not None:
+        rules.append((Admission.RESCUE_VECTOR, scores.vector >= cfg.rescue_vector_points))
+    if cfg.rescue_anchor:
+        rules.append((Admission.RESCUE_ANCHOR, scores.entity_core))
+    if cfg.same_company_min_score is not None:
+        rules.append((Admission.SAME_COMPANY, (scores.company > 0) & (total >= cfg.same_company_min_score)))
+    for code, (_, mask) in reversed(list(enumerate(rules, 1))):
+        reason[mask] = code
+    return reason, [r for r, _ in rules]
+
+
+def generate_candidates(inputs: Stage2Inputs, cfg: CandidateConfig, device_ids: list[str] | None = None) -> pl.DataFrame:
+    """The Stage-2 pool: admitted pairs with every score component and the admission reason."""
+    frames = []
+    for scores in score_blocks(inputs, cfg, device_ids):
+        reason, names = admission(scores, cfg)
+        r, c = np.nonzero(reason)
+        if len(r) == 0:
+            continue
+        frames.append(pl.DataFrame({
+            "fda_id": [scores.device_ids[i] for i in r],
+            "pat_id": [inputs.patent_ids[j] for j in c],
+            "sim": scores.sim[r, c],
+            "score_company": scores.company[r, c].astype(np.int16),
+            "score_vector": scores.vector[r, c].astype(np.int16),
+            "score_entity": scores.entity[r, c],
+            "score_total": scores.total[r, c],
+            "entity_matches": scores.entity_matches[r, c],
+            "admitted_by": [names[k - 1].value for k in reason[r, c]],
+        }))
+    if not frames:
+        return schemas.empty(schemas.CANDIDATES)
+    pool = pl.concat(frames)
+    pool = pool.join(inputs.company_matches.select("fda_id", "pat_id", "company_path"),
+                     on=["fda_id", "pat_id"], how="left")
+    explained = [inputs.entities.explain(f, p) for f, p in pool.select("fda_id", "pat_id").iter_rows()]
+    shared = ["|".join(inputs.entities.shared_terms(f, p)) for f, p in pool.select("fda_id", "pat_id").iter_rows()]
+    pool = pool.with_columns(
+        pl.Series("entity_tier", [t for t, _ in explained], pl.String),
+        pl.Series("entity_detail", [d for _, d in explained], pl.String),
+        pl.Series("shared_terms", shared, pl.String),
+    )
+    return schemas.conform(pool, schemas.CANDIDATES).sort("fda_id", "pat_id")
+
+
+def reasons_string(row: dict) -> str:
+    """The paper's edge explanation `Score=S [Vec:v(cos); Ent:e | Det:...]` (display only)."""
+    text = (f"Score={row['score_total']:.1f} [Vec:{row['score_vector']}({row['sim']:.2f}); "
+            f"Ent:{row['score_entity']:.1f} | Det:{row['entity_detail'] or ''}]")
+    if row["admitted_by"] == Admission.RESCUE_VECTOR:
+        text += ";Rescue:HighVec"
+    elif row["admitted_by"] == Admission.RESCUE_ANCHOR:
+        text += ";Rescue:TierS_Core"
+    return text
