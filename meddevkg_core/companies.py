@@ -1,0 +1,488 @@
+"""Company resolution that knows corporate history (METHOD.md §3.1, §7).
+
+The paper compares upper-cased canonical names exactly and so misses every roll-up its dictionary
+lacks (CardioMEMS, EndoSense, Nellcor, ev3, Sorin ...) and ignores when a deal closed. Here a raw
+name is normalised, mapped through a shipped alias table, and companies are related through a
+dated acquisition graph, so that a patent of an acquired company counts for the acquirer only from
+the close date on, and every match carries its evidence path.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import date
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from types import MappingProxyType
+from typing import Literal
+
+import polars as pl
+from cleanco import basename
+from rapidfuzz import fuzz, process
+
+from meddevkg_core import schemas
+
+MatchKind = Literal["same", "acquired", "acquirer"]
+Method = Literal["alias", "exact", "fuzzy", "unknown"]
+
+ALIASES = pl.Schema({"alias": pl.String, "canonical": pl.String, "source": pl.String})
+COMPANY_MATCHES = pl.Schema(
+    {"fda_id": pl.String, "pat_id": pl.String, "match_kind": pl.String, "company_path": pl.String}
+)
+_KIND_RANK = {"same": 0, "acquired": 1, "acquirer": 2}
+
+# Legal forms cleanco leaves behind once punctuation is gone, or never knew (KK, the "& Co." rest).
+_LEGAL_TAIL = frozenset(
+    "INC INCORPORATED CORP CORPORATION CO COMPANY LLC LLP LP LTD LIMITED GMBH AG SA SAS NV BV PLC "
+    "KG SRL SPA AB APS AS OY PTY PTE ULC SE HOLDING HOLDINGS AND".split()
+)
+_LEGAL_TAIL_PAIRS = (("KABUSHIKI", "KAISHA"), ("S", "A"), ("N", "V"), ("B", "V"), ("L", "P"))
+_ABBREVIATIONS = {"INTERNATIONAL": "INTL", "TECHNOLOGIES": "TECH", "TECHNOLOGY": "TECH"}
+_DBA = re.compile(r"(?<![A-Z0-9])(?:D\s*/\s*B\s*/\s*A|D\.\s*B\.\s*A\.?|DBA)(?![A-Z0-9])", re.IGNORECASE)
+_DIVISION_OF = re.compile(r"^(.+?)\s+(?:A\s+)?(?:DIV|DIVISION)(?:\s+OF)?\s+(.+)$")
+_TRAILING_DIV = re.compile(r"\s+(?:A\s+)?DIV(?:ISION|ISIO|ISI|IS|I)?(?:\s+OF)?$")
+_PARENS = re.compile(r"\([^)]*\)")
+
+
+# --------------------------------------------------------------------------- normalisation
+
+
+def normalize_company(raw: str | None) -> str | None:
+    """The benchmark-style canonical string: upper case, ASCII, no punctuation, & -> AND, no legal form.
+
+    A "d/b/a" name wins over the legal name and "X, Div. of Y" becomes Y, because the benchmark
+    files devices under the trading name and the parent.
+    """
+    if not isinstance(raw, str):
+        return None
+    text = unicodedata.normalize("NFKD", raw).encode("ascii", "ignore").decode("ascii")
+    parts = _DBA.split(text)
+    text = parts[-1] if parts[-1].strip() else parts[0]
+    try:
+        text = basename(text) or text
+    except Exception:  # cleanco chokes on some garbage; the rules below still apply
+        pass
+    text = text.upper().replace("&", " AND ")
+    text = re.sub(r"[^A-Z0-9]+", " ", text).strip()
+    if m := _DIVISION_OF.match(text):
+        text = m.group(2)
+    text = _TRAILING_DIV.sub("", text)
+    tokens = [_ABBREVIATIONS.get(t, t) for t in text.split()]
+    tokens = _strip_legal_tail(tokens)
+    if tokens[:1] == ["THE"]:
+        tokens = tokens[1:]
+    if len(tokens) == 1 and tokens[0] in _LEGAL_TAIL:
+        return None
+    return " ".join(tokens) or None
+
+
+def _strip_legal_tail(tokens: list[str]) -> list[str]:
+    """Drop trailing legal-form tokens, keeping at least one word of the name."""
+    changed = True
+    while changed and len(tokens) > 1:
+        changed = False
+        for pair in _LEGAL_TAIL_PAIRS:
+            if len(tokens) > len(pair) and tuple(tokens[-len(pair):]) == pair:
+                tokens, changed = tokens[: -len(pair)], True
+        if len(tokens) > 1 and tokens[-1] in _LEGAL_TAIL:
+            tokens, changed = tokens[:-1], True
+    return tokens
+
+
+def split_assignees(raw: str | None) -> list[str]:
+    """Several assignees joined by '; ' or '|' (PATENTS contract); empty parts dropped."""
+    if not isinstance(raw, str):
+        return []
+    return [part.strip() for part in re.split(r"[;|]", raw) if part.strip()]
+
+
+# --------------------------------------------------------------------------- data types
+
+
+@dataclass(frozen=True)
+class Resolution:
+    raw: str | None
+    normalized: str | None
+    company_id: str | None
+    method: Method
+    score: float | None
+
+
+@dataclass(frozen=True)
+class CompanyMatch:
+    kind: MatchKind
+    path: str
+
+
+@dataclass(frozen=True)
+class Deal:
+    """One acquisition edge; `until` is when the acquired company passed to another owner."""
+
+    acquirer: str
+    acquired: str
+    close_date: date
+    until: date | None = None
+
+
+@dataclass(frozen=True)
+class Reach:
+    """A company a device company reaches, the evidence, and the device dates it holds for."""
+
+    target: str
+    kind: MatchKind
+    path: str
+    valid_from: date | None
+    valid_until: date | None
+    steps: int
+
+    def holds(self, when: date | None) -> bool:
+        if when is None:
+            return True
+        if self.valid_from is not None and when < self.valid_from:
+            return False
+        return self.valid_until is None or when < self.valid_until
+
+
+# --------------------------------------------------------------------------- resolver
+
+
+@dataclass(frozen=True, eq=False)
+class CompanyResolver:
+    """Raw name -> canonical company id, plus the dated M&A graph between ids.
+
+    Date rules (documented in data/companies/README.md):
+    - "acquired": the patent's company was bought (directly or through a chain) by the device's
+      company; holds for devices approved on/after every close date on the path and before the
+      acquired company passed to another owner. A missing device date is allowed.
+    - "acquirer": the patent's company bought the device's company (the product line moved to it);
+      no date bound, because the acquirer's later patents cover the line and a former parent's
+      patents stay with it after a divestiture.
+    """
+
+    aliases: Mapping[str, str]
+    deals: tuple[Deal, ...]
+    fuzzy_cutoff: float = 92.0
+    fuzzy_min_length: int = 6
+    canonical: frozenset[str] = field(init=False)
+    _choices: tuple[str, ...] = field(init=False, repr=False)
+    _reach: Mapping[str, tuple[Reach, ...]] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        canonical = frozenset(self.aliases.values()) | {n for d in self.deals for n in (d.acquirer, d.acquired)}
+        clash = {a: c for a, c in self.aliases.items() if a in canonical and a != c}
+        if clash:
+            raise ValueError(f"aliases would re-map known companies: {clash}")
+        down: dict[str, list[Deal]] = {}
+        up: dict[str, list[Deal]] = {}
+        for deal in self.deals:
+            down.setdefault(deal.acquirer, []).append(deal)
+            up.setdefault(deal.acquired, []).append(deal)
+        reach = {c: _enumerate(c, down, up) for c in canonical}
+        object.__setattr__(self, "canonical", canonical)
+        object.__setattr__(self, "_choices", tuple(sorted(canonical)))
+        object.__setattr__(self, "_reach", MappingProxyType(reach))
+
+    # ---- construction
+
+    @classmethod
+    def default(cls, fuzzy_cutoff: float = 92.0) -> CompanyResolver:
+        return _default_resolver(fuzzy_cutoff)
+
+    @classmethod
+    def for_corpus(cls, corpus_dir: Path | str, fuzzy_cutoff: float = 92.0) -> CompanyResolver:
+        """Shipped tables plus a corpus directory's own `aliases.csv` / `acquisitions.csv`, if any."""
+        root = Path(corpus_dir)
+        extra = {name: root / f"{name}.csv" for name in ("aliases", "acquisitions")}
+        if not any(path.is_file() for path in extra.values()):
+            return cls.default(fuzzy_cutoff)
+        aliases, deals = aliases_frame(), acquisitions_frame()
+        if extra["aliases"].is_file():
+            aliases = pl.concat([aliases, schemas.conform(_read_csv(extra["aliases"].read_bytes()), ALIASES)])
+        if extra["acquisitions"].is_file():
+            deals = pl.concat([deals, _acquisitions(_read_csv(extra["acquisitions"].read_bytes()))])
+        return cls.from_frames(aliases, deals, fuzzy_cutoff)
+
+    @classmethod
+    def from_frames(
+        cls, aliases: pl.DataFrame, acquisitions: pl.DataFrame, fuzzy_cutoff: float = 92.0
+    ) -> CompanyResolver:
+        """Build from an alias table (alias, canonical) and an ACQUISITIONS table."""
+        alias_map: dict[str, str] = {}
+        for alias, canonical in aliases.select("alias", "canonical").iter_rows():
+            key, target = normalize_company(alias), normalize_company(canonical)
+            if key and target:
+                alias_map[key] = target
+        acq = schemas.conform(acquisitions, schemas.ACQUISITIONS).drop_nulls(["acquirer", "acquired", "close_date"])
+        raw = [
+            (a, b, d)
+            for a0, b0, d in acq.select("acquirer", "acquired", "close_date").iter_rows()
+            if (a := normalize_company(a0)) and (b := normalize_company(b0))
+        ]
+        deals = tuple(sorted((Deal(a, b, d, _until(raw, a, b, d)) for a, b, d in raw), key=_deal_key))
+        return cls(MappingProxyType(alias_map), deals, fuzzy_cutoff)
+
+    # ---- name resolution
+
+    def resolve(self, raw: str | None) -> str | None:
+        return self.resolve_detail(raw).company_id
+
+    def resolve_detail(self, raw: str | None) -> Resolution:
+        """normalise -> alias -> exact canonical -> fuzzy (canonical names only) -> itself."""
+        norm = normalize_company(raw)
+        if norm is None:
+            return Resolution(raw, None, None, "unknown", None)
+        candidates = _candidates(raw, norm)
+        for cand in candidates:
+            if cand in self.aliases:
+                return Resolution(raw, norm, self.aliases[cand], "alias", 100.0)
+            if cand in self.canonical:
+                return Resolution(raw, norm, cand, "exact", 100.0)
+        hit = self._fuzzy(norm)
+        if hit is not None:
+            return Resolution(raw, norm, hit[0], "fuzzy", hit[1])
+        # An unknown name is its own company; a parenthesised remark ("(Ibi)") is not part of it.
+        return Resolution(raw, norm, candidates[-1], "unknown", None)
+
+    def _fuzzy(self, norm: str) -> tuple[str, float] | None:
+        """Best canonical name at or above the cut-off; a tie between two companies is no match."""
+        if len(norm) < self.fuzzy_min_length or not self._choices:
+            return None
+        hits = process.extract(
+            norm, self._choices, scorer=fuzz.token_sort_ratio, score_cutoff=self.fuzzy_cutoff, limit=2
+        )
+        if not hits or (len(hits) == 2 and hits[1][1] == hits[0][1]):
+            return None
+        best, score = hits[0][0], float(hits[0][1])
+        # Typos keep the first letter; "LINVATEC" vs "INVATEC" or "P TECH" vs "EP TECH" are other firms.
+        if best[0] != norm[0] or abs(len(best.split()) - len(norm.split())) > 1:
+            return None
+        return best, score
+
+    # ---- M&A relation
+
+    def company_relation(
+        self, device_company: str | None, device_date: date | None, patent_company: str | None
+    ) -> CompanyMatch | None:
+        """How a patent's company relates to a device's company at the device's approval date."""
+        dev, pat = self.resolve(device_company), self.resolve(patent_company)
+        if dev is None or pat is None:
+            return None
+        for reach in self.reach(dev):
+            if reach.target == pat and reach.holds(device_date):
+                return CompanyMatch(reach.kind, reach.path)
+        return None
+
+    def reach(self, company_id: str) -> tuple[Reach, ...]:
+        """Every company `company_id` reaches, best first (same, acquired, acquirer; shortest path)."""
+        known = self._reach.get(company_id)
+        return known if known is not None else (Reach(company_id, "same", company_id, None, None, 0),)
+
+
+def _enumerate(start: str, down: Mapping[str, list[Deal]], up: Mapping[str, list[Deal]]) -> tuple[Reach, ...]:
+    found = [Reach(start, "same", start, None, None, 0)]
+    found += _walk(start, down, "acquired", (start,), start, None, None)
+    found += _walk(start, up, "acquirer", (start,), start, None, None)
+    return tuple(sorted(found, key=lambda r: (_KIND_RANK[r.kind], r.steps, r.path)))
+
+
+def _walk(
+    node: str,
+    edges: Mapping[str, list[Deal]],
+    kind: MatchKind,
+    seen: tuple[str, ...],
+    path: str,
+    valid_from: date | None,
+    valid_until: date | None,
+) -> Iterator[Reach]:
+    """All simple paths from `node` along `edges`; 'acquired' paths keep only device dates they allow."""
+    for deal in edges.get(node, []):
+        nxt = deal.acquired if kind == "acquired" else deal.acquirer
+        if nxt in seen:
+            continue
+        arrow = "<-" if kind == "acquired" else "->"
+        step_path = f"{path} {arrow} {nxt} ({deal.close_date.isoformat()})"
+        lo, hi = valid_from, valid_until
+        if kind == "acquired":
+            lo = max(lo, deal.close_date) if lo else deal.close_date
+            hi = min(hi, deal.until) if hi and deal.until else (hi or deal.until)
+            if hi is not None and hi <= lo:
+                continue
+        yield Reach(nxt, kind, step_path, lo, hi, len(seen))
+        yield from _walk(nxt, edges, kind, (*seen, nxt), step_path, lo, hi)
+
+
+def _candidates(raw: str | None, norm: str) -> list[str]:
+    """The full name, then the name without parenthesised remarks ("(Philips)", "(Ibi)")."""
+    out = [norm]
+    if isinstance(raw, str) and "(" in raw:
+        bare = normalize_company(_PARENS.sub(" ", raw))
+        if bare and bare != norm:
+            out.append(bare)
+    return out
+
+
+def _until(deals: list[tuple[str, str, date]], acquirer: str, acquired: str, closed: date) -> date | None:
+    """The next time a different buyer took the same company over (a divestiture ends ownership)."""
+    later = [d for a, b, d in deals if b == acquired and a != acquirer and d > closed]
+    return min(later) if later else None
+
+
+def _deal_key(deal: Deal) -> tuple[date, str, str]:
+    return deal.close_date, deal.acquirer, deal.acquired
+
+
+# --------------------------------------------------------------------------- shipped tables
+
+
+def _read_csv(data: bytes) -> pl.DataFrame:
+    return pl.read_csv(data, infer_schema=False)
+
+
+def _read_shipped(name: str) -> pl.DataFrame:
+    return _read_csv((resources.files("meddevkg_core") / "data" / "companies" / name).read_bytes())
+
+
+def _acquisitions(df: pl.DataFrame) -> pl.DataFrame:
+    """ISO close dates -> schemas.ACQUISITIONS (an unparsable date is an error, not a silent null)."""
+    return schemas.conform(df.with_columns(pl.col("close_date").str.to_date("%Y-%m-%d")), schemas.ACQUISITIONS)
+
+
+@cache
+def aliases_frame() -> pl.DataFrame:
+    """The shipped alias table (alias, canonical, source)."""
+    return schemas.conform(_read_shipped("aliases.csv"), ALIASES)
+
+
+@cache
+def acquisitions_frame() -> pl.DataFrame:
+    """The shipped dated acquisitions, conforming to schemas.ACQUISITIONS."""
+    return _acquisitions(_read_shipped("acquisitions.csv"))
+
+
+@cache
+def _default_resolver(fuzzy_cutoff: float) -> CompanyResolver:
+    return CompanyResolver.from_frames(aliases_frame(), acquisitions_frame(), fuzzy_cutoff)
+
+
+def company_relation(
+    device_company: str | None,
+    device_date: date | None,
+    patent_company: str | None,
+    resolver: CompanyResolver | None = None,
+) -> CompanyMatch | None:
+    """`CompanyResolver.company_relation` with the shipped tables unless a resolver is given."""
+    return (resolver or CompanyResolver.default()).company_relation(device_company, device_date, patent_company)
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def build_company_dictionary(raw_names: Iterable[str | None], resolver: CompanyResolver) -> pl.DataFrame:
+    """One row per distinct non-null raw name (sorted), conforming to schemas.COMPANY_DICTIONARY."""
+    names = sorted({n for n in raw_names if isinstance(n, str)})
+    rows = [resolver.resolve_detail(n) for n in names]
+    df = pl.DataFrame(
+        {
+            "raw_name": names,
+            "normalized_name": [r.normalized for r in rows],
+            "company_id": [r.company_id for r in rows],
+            "method": [r.method for r in rows],
+            "score": [r.score for r in rows],
+        },
+        schema=schemas.COMPANY_DICTIONARY,
+    )
+    return schemas.conform(df, schemas.COMPANY_DICTIONARY)
+
+
+def _resolved_names(names: pl.Series, resolver: CompanyResolver) -> pl.DataFrame:
+    """Resolve each distinct string once (700K patents share a few thousand assignee strings)."""
+    distinct = names.drop_nulls().unique().sort().to_list()
+    return pl.DataFrame(
+        {"name": distinct, "company_id": [resolver.resolve(n) for n in distinct]},
+        schema={"name": pl.String, "company_id": pl.String},
+    ).drop_nulls("company_id")
+
+
+def company_match_table(devices: pl.DataFrame, patents: pl.DataFrame, resolver: CompanyResolver) -> pl.DataFrame:
+    """Only the (device, patent) pairs whose companies match, with kind and evidence path.
+
+    `devices`: fda_id, applicant, decision_date (several rows per fda_id = several names for the
+    device's holder, e.g. benchmark applicant and raw FDA sponsor; the best match wins).
+    `patents`: pat_id, assignee ('; ' or '|' separated; a patent matches if any assignee does).
+    Patents are grouped by company id first, so the work is proportional to the matches.
+    """
+    dev = devices.select(
+        pl.col("fda_id").cast(pl.String),
+        pl.col("applicant").cast(pl.String),
+        (pl.col("decision_date").cast(pl.Date) if "decision_date" in devices.columns else pl.lit(None, pl.Date)).alias(
+            "decision_date"
+        ),
+    )
+    pat = (
+        patents.select(pl.col("pat_id").cast(pl.String), pl.col("assignee").cast(pl.String))
+        .with_columns(pl.col("assignee").str.replace_all("|", ";", literal=True).str.split(";"))
+        .explode("assignee")
+        .with_columns(pl.col("assignee").str.strip_chars())
+        .filter(pl.col("assignee").str.len_chars() > 0)
+    )
+    dev = dev.join(_resolved_names(dev["applicant"], resolver), left_on="applicant", right_on="name")
+    pat = (
+        pat.join(_resolved_names(pat["assignee"], resolver), left_on="assignee", right_on="name")
+        .select("pat_id", pl.col("company_id").alias("target"))
+        .unique(maintain_order=True)
+        .with_row_index("pat_order")
+    )
+    reach = _reach_frame(dev["company_id"].unique().to_list(), resolver)
+    best = ["rank", "steps", "company_path"]
+    # Best evidence per (device, target company) on the small side, before touching patents.
+    device_targets = (
+        dev.join(reach, on="company_id")
+        .filter(
+            pl.col("decision_date").is_null()
+            | (
+                (pl.col("valid_from").is_null() | (pl.col("decision_date") >= pl.col("valid_from")))
+                & (pl.col("valid_until").is_null() | (pl.col("decision_date") < pl.col("valid_until")))
+            )
+        )
+        .sort("fda_id", "target", *best)
+        .unique(["fda_id", "target"], keep="first", maintain_order=True)
+        .select("fda_id", "target", "match_kind", *best)
+        .with_row_index("dev_order")
+    )
+    # Only a patent with several companies can yield one pair twice; settle those separately.
+    shared = pat["pat_id"].is_duplicated()
+    single = device_targets.join(pat.filter(~shared), on="target", maintain_order="left_right")
+    multi = (
+        device_targets.join(pat.filter(shared), on="target")
+        .sort("fda_id", "pat_id", *best)
+        .unique(["fda_id", "pat_id"], keep="first", maintain_order=True)
+        .sort("dev_order", "pat_order")
+    )
+    pairs = pl.concat([single, multi])
+    return schemas.conform(pairs, COMPANY_MATCHES)
+
+
+def _reach_frame(company_ids: list[str], resolver: CompanyResolver) -> pl.DataFrame:
+    rows = [
+        (cid, r.target, r.kind, _KIND_RANK[r.kind], r.steps, r.path, r.valid_from, r.valid_until)
+        for cid in sorted(company_ids)
+        for r in resolver.reach(cid)
+    ]
+    return pl.DataFrame(
+        rows,
+        schema={
+            "company_id": pl.String,
+            "target": pl.String,
+            "match_kind": pl.String,
+            "rank": pl.Int8,
+            "steps": pl.Int32,
+            "company_path": pl.String,
+            "valid_from": pl.Date,
+            "valid_until": pl.Date,
+        },
+        orient="row",
+    )

@@ -1,0 +1,369 @@
+"""Company normalisation, aliases, fuzzy fallback and the dated M&A graph (meddevkg_core.companies)."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import date
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from meddevkg_core import schemas
+from meddevkg_core.companies import (
+    COMPANY_MATCHES,
+    CompanyMatch,
+    CompanyResolver,
+    acquisitions_frame,
+    aliases_frame,
+    build_company_dictionary,
+    company_match_table,
+    company_relation,
+    normalize_company,
+    split_assignees,
+)
+
+
+@pytest.fixture(scope="module")
+def default() -> CompanyResolver:
+    return CompanyResolver.default()
+
+
+def _resolver(aliases: list[tuple[str, str]], deals: list[tuple[str, str, date]]) -> CompanyResolver:
+    return CompanyResolver.from_frames(
+        pl.DataFrame(aliases, schema=["alias", "canonical"], orient="row"),
+        pl.DataFrame(deals, schema=["acquirer", "acquired", "close_date"], orient="row"),
+    )
+
+
+# ----------------------------------------------------------------------------- normalisation
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("St. Jude Medical, Inc.", "ST JUDE MEDICAL"),
+        ("Johnson & Johnson", "JOHNSON AND JOHNSON"),
+        ("Guidant Corp.", "GUIDANT"),
+        ("Biotronik GmbH & Co. KG", "BIOTRONIK"),
+        ("BIOTRONIK AND", "BIOTRONIK"),
+        ("Goodman Co., Ltd.", "GOODMAN"),
+        ("Occlutech Holding AG", "OCCLUTECH"),
+        ("Rex Medical, L.P.", "REX MEDICAL"),
+        ("TERUMO KABUSHIKI KAISHA", "TERUMO"),
+        ("The Spectranetics Corp.", "SPECTRANETICS"),
+        ("Biosensors International USA, Inc.", "BIOSENSORS INTL USA"),
+        ("Alliance Medical Technologies, Inc.", "ALLIANCE MEDICAL TECH"),
+        ("OrbusNeich Medical (Shenzhen) Co., Ltd.", "ORBUSNEICH MEDICAL SHENZHEN"),
+        ("Meadox Medicals, Div. Boston Scientific Corp.", "BOSTON SCIENTIFIC"),
+        ("MEADOX MEDICALS DIV BOSTON SCIENTIFIC", "BOSTON SCIENTIFIC"),
+        ("St. Jude Medical, Cardiac Rhythm Management Divisi", "ST JUDE MEDICAL CARDIAC RHYTHM MANAGEMENT"),
+        ("Graphic Controls D.B.A. Vermed", "VERMED"),
+        ("Micro Therapeutics, Inc. d/b/a ev3 Neurovascular", "EV3 NEUROVASCULAR"),
+        ("  Édwards   Lifesciences, LLC ", "EDWARDS LIFESCIENCES"),
+        ("W L GORE", "W L GORE"),
+    ],
+)
+def test_normalize_examples(raw: str, expected: str) -> None:
+    assert normalize_company(raw) == expected
+
+
+@pytest.mark.parametrize("raw", [None, "", "   ", "...", "Inc.", 42])
+def test_normalize_empty_and_garbage_is_none(raw: object) -> None:
+    assert normalize_company(raw) is None  # type: ignore[arg-type]
+
+
+def test_normalize_is_idempotent_on_canonical_ids() -> None:
+    acq = acquisitions_frame()
+    ids = set(aliases_frame()["canonical"]) | set(acq["acquirer"]) | set(acq["acquired"])
+    assert {c for c in ids if normalize_company(c) != c} == set()
+
+
+# ----------------------------------------------------------------------------- aliases
+
+
+@pytest.mark.parametrize(
+    ("raw", "company"),
+    [
+        ("W. L. Gore & Associates, Inc.", "W L GORE"),
+        ("St. Jude Medical, Inc.", "ST JUDE MEDICAL"),
+        ("Guidant Corp.", "GUIDANT"),
+        ("Medtronic Cardiac Rhythm Disease Management", "MEDTRONIC"),
+        ("Medtronic Vascular, Inc.", "MEDTRONIC"),
+        ("Abbott Vascular, Inc.", "ABBOTT"),
+        ("ABBOTT MEDICAL", "ABBOTT"),
+        ("Biosense Webster, Inc.", "JOHNSON AND JOHNSON"),
+        ("Ethicon, Inc.", "JOHNSON AND JOHNSON"),
+        ("Boston Scientific Scimed, Inc.", "BOSTON SCIENTIFIC"),
+        ("Becton, Dickinson and Company", "BD"),
+        ("C.R. Bard, Inc.", "C R BARD"),
+        ("Usci, Div. C.R. Bard, Inc.", "C R BARD"),
+        ("Nellcor Puritan Bennett", "NELLCOR"),
+        ("ev3 Santa Rosa", "EV3"),
+        ("ev3 Sunnyvale", "EV3"),
+        ("Sorin Biomedica Cardio S.p.A.", "LIVANOVA"),
+        ("Great Batch Medical", "GREATBATCH"),
+        ("Greatbatch Medical", "GREATBATCH"),
+        ("Pacesetter, Inc.", "PACESETTER SYSTEMS"),
+        ("Covidien LP", "COVIDIEN"),
+        ("Edwards Lifesciences, LLC", "EDWARDS LIFESCIENCES"),
+        ("Spectranetics (Philips)", "PHILIPS"),
+        ("Irvine Biomedical,Inc.(Ibi)", "IRVINE BIOMEDICAL"),
+    ],
+)
+def test_aliases_and_rules(default: CompanyResolver, raw: str, company: str) -> None:
+    assert default.resolve(raw) == company
+
+
+def test_every_alias_row_has_a_source() -> None:
+    for frame in (aliases_frame(), acquisitions_frame()):
+        assert frame["source"].null_count() == 0
+        assert (frame["source"].str.len_chars() > 5).all()
+
+
+def test_alias_may_not_remap_a_known_company() -> None:
+    with pytest.raises(ValueError, match="re-map"):
+        _resolver([("Guidant", "BOSTON SCIENTIFIC")], [("ABBOTT", "GUIDANT", date(2006, 4, 21))])
+
+
+# ----------------------------------------------------------------------------- fuzzy fallback
+
+
+def test_fuzzy_fixes_typos_against_known_names_only() -> None:
+    r = _resolver([], [("ABBOTT", "ADVANCED CARDIOVASCULAR SYSTEMS", date(2006, 4, 21))])
+    hit = r.resolve_detail("Avdanced Cardiovascular Systems, Inc.")
+    assert (hit.company_id, hit.method) == ("ADVANCED CARDIOVASCULAR SYSTEMS", "fuzzy")
+    assert hit.score is not None and hit.score >= r.fuzzy_cutoff
+
+
+def test_fuzzy_never_merges_two_known_companies() -> None:
+    when = date(2000, 1, 1)
+    r = _resolver([], [("X", "ADVANCED CARDIOVASCULAR SYSTEMS", when), ("Y", "CARDIOVASCULAR SYSTEMS", when)])
+    for known in r.canonical:
+        assert r.resolve(known) == known
+    assert r.resolve_detail("Cardiovascular Systems, Inc.").method == "exact"
+    # the shipped tables: every known name stays itself
+    default = CompanyResolver.default()
+    assert {c for c in default.canonical if default.resolve(c) != c} == set()
+
+
+def test_fuzzy_rejects_other_firms_and_ties(default: CompanyResolver) -> None:
+    assert default.resolve("LINVATEC") == "LINVATEC"  # not INVATEC
+    assert default.resolve("P TECH") == "P TECH"  # not EP TECH
+    tie = _resolver([], [("A", "ACME MEDICAL ONE", date(2000, 1, 1)), ("A", "ACME MEDICAL ONF", date(2000, 1, 1))])
+    assert tie.resolve_detail("ACME MEDICAL ONG").method == "unknown"
+
+
+def test_fuzzy_cutoff_is_configurable() -> None:
+    frames = (pl.DataFrame(schema=["alias", "canonical"]), acquisitions_frame())
+    strict = CompanyResolver.from_frames(*frames, fuzzy_cutoff=100.0)
+    assert strict.resolve("Avdanced Cardiovascular Systemz") == "AVDANCED CARDIOVASCULAR SYSTEMZ"
+
+
+# ----------------------------------------------------------------------------- unknown names
+
+
+def test_unknown_and_none_never_crash_nor_match_others(default: CompanyResolver) -> None:
+    assert default.resolve(None) is None
+    assert default.resolve("") is None
+    assert default.resolve("%%%") is None
+    assert default.resolve("Zzyzx Widgets LLC") == "ZZYZX WIDGETS"
+    itself = default.company_relation("Zzyzx Widgets LLC", None, "zzyzx widgets")
+    assert itself == CompanyMatch("same", "ZZYZX WIDGETS")
+    assert default.company_relation("Zzyzx Widgets LLC", None, "Medtronic") is None
+    assert default.company_relation(None, None, "Medtronic") is None
+    assert default.company_relation("Medtronic", date(2020, 1, 1), None) is None
+
+
+# ----------------------------------------------------------------------------- dated M&A
+
+
+def test_acquired_company_counts_from_the_close_date(default: CompanyResolver) -> None:
+    assert default.company_relation("ABBOTT", date(2017, 1, 3), "St. Jude Medical, Inc.") is None
+    on_close = default.company_relation("ABBOTT", date(2017, 1, 4), "St. Jude Medical, Inc.")
+    assert on_close == CompanyMatch("acquired", "ABBOTT <- ST JUDE MEDICAL (2017-01-04)")
+    assert default.company_relation("ABBOTT", None, "ST JUDE MEDICAL") == on_close  # no date: allowed
+
+
+def test_acquirer_patents_count_for_the_acquired_name_at_any_date(default: CompanyResolver) -> None:
+    old = default.company_relation("St. Jude Medical, Inc.", date(1990, 1, 1), "ABBOTT")
+    assert old == CompanyMatch("acquirer", "ST JUDE MEDICAL -> ABBOTT (2017-01-04)")
+    tri = default.company_relation("TriVascular, Inc.", date(2012, 10, 5), "Endologix")
+    assert tri is not None and tri.kind == "acquirer"
+
+
+def test_chains_resolve_transitively_with_every_step(default: CompanyResolver) -> None:
+    m = default.company_relation("ABBOTT", date(2018, 1, 1), "CardioMEMS, Inc.")
+    assert m == CompanyMatch("acquired", "ABBOTT <- ST JUDE MEDICAL (2017-01-04) <- CARDIOMEMS (2014-06-30)")
+    assert default.company_relation("ABBOTT", date(2015, 1, 1), "CardioMEMS") is None  # St Jude not yet Abbott
+    up = default.company_relation("CardioMEMS", None, "Abbott Laboratories")
+    assert up == CompanyMatch("acquirer", "CARDIOMEMS -> ST JUDE MEDICAL (2014-06-30) -> ABBOTT (2017-01-04)")
+    r = _resolver([], [("A", "B", date(2010, 1, 1)), ("B", "C", date(2005, 1, 1))])
+    chain = CompanyMatch("acquired", "A <- B (2010-01-01) <- C (2005-01-01)")
+    assert r.company_relation("A", date(2011, 1, 1), "C") == chain
+    assert r.company_relation("A", date(2009, 1, 1), "C") is None
+
+
+def test_a_later_buyer_ends_the_earlier_ownership(default: CompanyResolver) -> None:
+    assert default.company_relation("Johnson & Johnson", date(2000, 1, 1), "Cordis Corp.") is not None
+    assert default.company_relation("Johnson & Johnson", date(2016, 1, 1), "Cordis Corp.") is None
+    after = default.company_relation("Cardinal Health", date(2016, 1, 1), "Cordis Corp.")
+    assert after == CompanyMatch("acquired", "CARDINAL HEALTH <- CORDIS (2015-10-04)")
+
+
+def test_same_company_wins_over_acquisition_paths(default: CompanyResolver) -> None:
+    assert default.company_relation("Medtronic, Inc.", date(2020, 1, 1), "Medtronic Vascular") == CompanyMatch(
+        "same", "MEDTRONIC"
+    )
+
+
+def test_module_level_relation_uses_shipped_tables() -> None:
+    m = company_relation("BD", date(2018, 6, 1), "C. R. Bard, Inc.")
+    assert m == CompanyMatch("acquired", "BD <- C R BARD (2017-12-29)")
+
+
+def test_cycles_in_the_graph_terminate() -> None:
+    r = _resolver([], [("A", "B", date(2000, 1, 1)), ("B", "A", date(2010, 1, 1))])
+    assert r.company_relation("A", date(2005, 1, 1), "B") is not None
+    assert r.company_relation("A", date(2020, 1, 1), "B") is not None  # as acquirer of A since 2010
+
+
+# ----------------------------------------------------------------------------- multi-assignee
+
+
+def test_split_assignees() -> None:
+    assert split_assignees("Foo Inc.; Bar Corp | Baz ;") == ["Foo Inc.", "Bar Corp", "Baz"]
+    assert split_assignees(None) == []
+    assert split_assignees("  ") == []
+
+
+def test_patent_matches_if_any_assignee_matches(default: CompanyResolver) -> None:
+    devices = pl.DataFrame({"fda_id": ["P1"], "applicant": ["ABBOTT"], "decision_date": [date(2018, 1, 1)]})
+    patents = pl.DataFrame({"pat_id": ["1", "2"], "assignee": ["Mayo Clinic; St. Jude Medical, Inc.", "Mayo Clinic"]})
+    out = company_match_table(devices, patents, default)
+    assert out.rows() == [("P1", "1", "acquired", "ABBOTT <- ST JUDE MEDICAL (2017-01-04)")]
+
+
+# ----------------------------------------------------------------------------- vectorised table
+
+
+def _small_world() -> tuple[CompanyResolver, pl.DataFrame, pl.DataFrame]:
+    r = _resolver(
+        [("Alpha Vascular", "ALPHA"), ("Gamma Div. of Beta", "BETA")],
+        [
+            ("ALPHA", "BETA", date(2010, 1, 1)),
+            ("BETA", "DELTA", date(2005, 6, 1)),
+            ("OMEGA", "DELTA", date(2015, 1, 1)),
+        ],
+    )
+    names = ["Alpha Inc.", "Alpha Vascular", "Beta Corp", "Delta", "Omega", "Unknown Co", None]
+    dates = [None, date(2004, 1, 1), date(2007, 1, 1), date(2012, 1, 1), date(2016, 1, 1)]
+    devices = pl.DataFrame(
+        [(f"P{i}", n, d) for i, (n, d) in enumerate(itertools.product(names, dates))],
+        schema={"fda_id": pl.String, "applicant": pl.String, "decision_date": pl.Date},
+        orient="row",
+    )
+    devices = pl.concat([devices, devices.head(5).with_columns(pl.lit("Delta").alias("applicant"))])  # two names
+    patents = pl.DataFrame(
+        {"pat_id": [f"{i}" for i in range(8)],
+         "assignee": ["Alpha", "BETA CORP.", "Delta; Zed", "Omega Ltd", "unknown co", None, "", "Gamma Div. of Beta"]},
+    )
+    return r, devices, patents
+
+
+def _order(m: CompanyMatch) -> tuple[int, int, str]:
+    """Best match first: same, acquired, acquirer; then fewer steps; then the path text."""
+    return {"same": 0, "acquired": 1, "acquirer": 2}[m.kind], m.path.count("<-") + m.path.count("->"), m.path
+
+
+def test_match_table_equals_brute_force() -> None:
+    r, devices, patents = _small_world()
+    table = company_match_table(devices, patents, r)
+    assert table.schema == COMPANY_MATCHES
+    best: dict[tuple[str, str], CompanyMatch] = {}
+    for fda_id, applicant, when in devices.iter_rows():
+        for pat_id, assignee in patents.iter_rows():
+            for one in split_assignees(assignee):
+                m = r.company_relation(applicant, when, one)
+                key = (fda_id, pat_id)
+                if m and (key not in best or _order(m) < _order(best[key])):
+                    best[key] = m
+    brute = {(k[0], k[1], m.kind, m.path) for k, m in best.items()}
+    assert set(table.rows()) == brute
+    assert table.select("fda_id", "pat_id").is_unique().all()
+
+
+def test_match_table_handles_empty_and_missing_dates(default: CompanyResolver) -> None:
+    empty = company_match_table(
+        pl.DataFrame(schema={"fda_id": pl.String, "applicant": pl.String, "decision_date": pl.Date}),
+        pl.DataFrame(schema={"pat_id": pl.String, "assignee": pl.String}),
+        default,
+    )
+    assert empty.height == 0 and empty.schema == COMPANY_MATCHES
+    no_dates = company_match_table(
+        pl.DataFrame({"fda_id": ["P1"], "applicant": ["Medtronic"]}),
+        pl.DataFrame({"pat_id": ["9"], "assignee": ["Covidien LP"]}),
+        default,
+    )
+    assert no_dates.rows() == [("P1", "9", "acquired", "MEDTRONIC <- COVIDIEN (2015-01-26)")]
+
+
+# ----------------------------------------------------------------------------- dictionary and frames
+
+
+def test_build_company_dictionary(default: CompanyResolver) -> None:
+    raw = ["Guidant Corp.", "Medtronic Vascular", "Avdanced Cardiovascular Systemss", "Zzyzx Widgets",
+           "Guidant Corp.", None, "..."]
+    d = build_company_dictionary(raw, default)
+    assert d.schema == schemas.COMPANY_DICTIONARY
+    assert d["raw_name"].to_list() == sorted({n for n in raw if n})
+    by = {row["raw_name"]: row for row in d.iter_rows(named=True)}
+    assert by["Guidant Corp."]["method"] == "exact" and by["Guidant Corp."]["company_id"] == "GUIDANT"
+    assert by["Medtronic Vascular"]["method"] == "alias" and by["Medtronic Vascular"]["company_id"] == "MEDTRONIC"
+    assert by["Avdanced Cardiovascular Systemss"]["method"] == "fuzzy"
+    assert by["Zzyzx Widgets"]["method"] == "unknown" and by["Zzyzx Widgets"]["company_id"] == "ZZYZX WIDGETS"
+    assert by["..."]["company_id"] is None
+    assert set(d["method"]) <= {"alias", "exact", "fuzzy", "unknown"}
+    assert build_company_dictionary(raw, default).equals(d)  # deterministic
+
+
+def test_acquisitions_frame_has_the_verified_deals() -> None:
+    acq = acquisitions_frame()
+    assert acq.schema == schemas.ACQUISITIONS
+    assert acq["close_date"].null_count() == 0
+    deals = {(a, b): d for a, b, d, _ in acq.iter_rows()}
+    for key, when in {
+        ("ABBOTT", "ST JUDE MEDICAL"): date(2017, 1, 4),
+        ("BOSTON SCIENTIFIC", "GUIDANT"): date(2006, 4, 21),
+        ("MEDTRONIC", "COVIDIEN"): date(2015, 1, 26),
+        ("ENDOLOGIX", "TRIVASCULAR"): date(2016, 2, 3),
+        ("BD", "C R BARD"): date(2017, 12, 29),
+        ("CARDINAL HEALTH", "CORDIS"): date(2015, 10, 4),
+        ("ST JUDE MEDICAL", "THORATEC"): date(2015, 10, 8),
+        ("MEDTRONIC", "ATS MEDICAL"): date(2010, 8, 12),
+        ("ABBOTT", "TENDYNE"): date(2015, 9, 2),
+        ("LIVANOVA", "CYBERONICS"): date(2015, 10, 19),
+    }.items():
+        assert deals[key] == when
+
+
+def test_alias_keys_are_unique_after_normalisation() -> None:
+    keys = [normalize_company(a) for a in aliases_frame()["alias"]]
+    assert None not in keys
+    assert len(keys) == len(set(keys))
+
+
+def test_for_corpus_adds_the_corpus_deals(tmp_path) -> None:
+    assert CompanyResolver.for_corpus(tmp_path) is CompanyResolver.default()
+    (tmp_path / "acquisitions.csv").write_text(
+        "acquirer,acquired,close_date,source\nMeridian Cardiac,Pulsewave Medical,2017-03-31,demo\n"
+    )
+    (tmp_path / "aliases.csv").write_text("alias,canonical,source\nPulsewave Med,PULSEWAVE MEDICAL,demo\n")
+    r = CompanyResolver.for_corpus(tmp_path)
+    assert r.company_relation("Meridian Cardiac, Inc.", date(2018, 1, 1), "Pulsewave Med") == CompanyMatch(
+        "acquired", "MERIDIAN CARDIAC <- PULSEWAVE MEDICAL (2017-03-31)"
+    )
+    assert r.company_relation("Meridian Cardiac, Inc.", date(2016, 1, 1), "Pulsewave Medical, Inc.") is None
+    assert r.resolve("ABBOTT MEDICAL") == "ABBOTT"  # shipped tables still there
+    demo = CompanyResolver.for_corpus(Path(__file__).resolve().parents[2] / "meddevkg_core" / "data" / "demo")
+    assert demo.company_relation("MERIDIAN CARDIAC", date(2018, 1, 1), "PULSEWAVE MEDICAL") is not None
