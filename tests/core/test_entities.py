@@ -1,0 +1,160 @@
+"""The offline extractor: Quote-then-Verify grounding, concept mapping, and the mention table."""
+
+import json
+
+import polars as pl
+import pytest
+
+from meddevkg_core import schemas
+from meddevkg_core.entities import (
+    COMPONENT,
+    MECHANISM,
+    extract_mentions,
+    ground_span,
+    load_spacy_pipeline,
+    map_phrase,
+)
+from meddevkg_core.ontology import load_meddevonto
+
+TEXTS = {
+    "P1": "A drug-eluting stent is advanced by a bi-directional steerable catheter to treat coronary "
+          "artery disease. The drug-eluting stents release sirolimus from a polymer coating.",
+    "P2": "An implantable cardioverter defibrillator (ICD) has two electrodes and a pacing lead. "
+          "Sensing may lead to ablation of the tissue with radiofrequency ablation. The device and the "
+          "system are shown.",
+    "P3": "A stent graft system for endovascular aneurysm repair comprises a bifurcated graft.",
+}
+
+
+@pytest.fixture(scope="module")
+def onto():
+    return load_meddevonto()
+
+
+@pytest.fixture(scope="module")
+def nlp():
+    return load_spacy_pipeline()
+
+
+@pytest.fixture(scope="module")
+def result(onto, nlp):
+    docs = pl.DataFrame({"doc_id": list(TEXTS), "text": list(TEXTS.values())})
+    return extract_mentions(docs, onto, nlp, batch_size=2)
+
+
+def _mention(result, doc_id, mention):
+    rows = result.mentions.filter((pl.col("doc_id") == doc_id) & (pl.col("mention") == mention))
+    assert rows.height == 1, (doc_id, mention, result.mentions.filter(pl.col("doc_id") == doc_id)["mention"].to_list())
+    return rows.row(0, named=True)
+
+
+# ------------------------------------------------------------------ Quote-then-Verify
+
+
+def test_ground_span_exact_prefers_the_expected_offset():
+    text = "stent, then a second stent"
+    assert ground_span("stent", text) == ground_span("stent", text, expected_start=0)
+    g = ground_span("stent", text, expected_start=21)
+    assert (g.kind, g.start, g.end, g.score) == ("exact", 21, 26, 1.0)
+    assert ground_span("stent", text, expected_start=3).start == 0  # a wrong hint falls back to search
+
+
+def test_ground_span_case_insensitive():
+    text = "Delivered over a GUIDEWIRE into the artery."
+    g = ground_span("guidewire", text)
+    assert g.kind == "case_insensitive" and text[g.start:g.end] == "GUIDEWIRE"
+
+
+def test_ground_span_fuzzy_finds_the_best_window():
+    text = "The system has a bi-directional steerable catheter with four electrodes."
+    g = ground_span("bidirectional steerable cathetr", text)  # a hyphen and a letter missing
+    assert g.kind == "fuzzy" and 0.85 <= g.score < 1.0
+    assert text[g.start:g.end] == "bi-directional steerable catheter"  # a window longer than the span
+
+
+def test_ground_span_rejects_what_is_not_in_the_text():
+    text = "A balloon catheter for angioplasty."
+    assert ground_span("left atrial appendage occluder", text) is None
+    assert ground_span("baloon catheter", text, min_similarity=0.99) is None
+    assert ground_span("", text) is None and ground_span("   ", text) is None
+    assert ground_span("stent", "") is None
+
+
+# ------------------------------------------------------------------ mapping
+
+
+def test_map_phrase_tiers(onto):
+    assert map_phrase("drug eluting stent", onto).map_tier == "exact"
+    steerable = map_phrase("bi directional steerable catheter", onto, head="catheter")
+    assert (steerable.concept_id, steerable.map_tier) == ("C0085590", "head_noun")
+    assert map_phrase("self expanding stent graft", onto).concept_id == onto.lookup("stent graft")  # last two words
+    assert map_phrase("stent graft system", onto).concept_id == onto.lookup("stent graft")  # container head
+    none = map_phrase("tissue pad", onto, head="pad")
+    assert (none.concept_id, none.map_tier) == (None, "none")
+
+
+# ------------------------------------------------------------------ extraction
+
+
+def test_exact_and_head_noun_mentions(result, onto):
+    des = _mention(result, "P1", "drug-eluting stent")
+    assert (des["concept_id"], des["map_tier"], des["norm"]) == (onto.lookup("DES"), "exact", "drug eluting stent")
+    steerable = _mention(result, "P1", "bi-directional steerable catheter")
+    assert (steerable["concept_id"], steerable["map_tier"]) == ("C0085590", "head_noun")
+    assert _mention(result, "P2", "ICD")["concept_id"] == "C0162589"
+    graft = _mention(result, "P3", "stent graft system")
+    assert (graft["concept_id"], graft["map_tier"]) == (onto.lookup("stent graft"), "head_noun")
+
+
+def test_offsets_slice_back_to_the_mention_and_every_span_is_grounded(result):
+    for row in result.mentions.iter_rows(named=True):
+        assert TEXTS[row["doc_id"]][row["start"]:row["end"]] == row["mention"]
+        assert row["grounding"] == "exact"
+    assert result.mentions.schema == schemas.MENTIONS
+    assert result.rejected.height == 0
+
+
+def test_plural_heads_are_lemmatised_and_one_mention_per_norm(result):
+    p1 = result.mentions.filter(pl.col("doc_id") == "P1")
+    assert p1["norm"].is_unique().all()
+    des = p1.filter(pl.col("norm") == "drug eluting stent")
+    assert des.height == 1 and des["start"].item() == TEXTS["P1"].index("drug-eluting stent")  # the first one
+    assert _mention(result, "P2", "electrodes")["norm"] == "electrode"
+
+
+def test_entity_types(result):
+    assert _mention(result, "P1", "drug-eluting stent")["entity_type"] == COMPONENT
+    assert _mention(result, "P1", "sirolimus")["entity_type"] == COMPONENT
+    assert _mention(result, "P1", "coronary artery disease")["entity_type"] == MECHANISM
+    assert _mention(result, "P2", "radiofrequency ablation")["entity_type"] == MECHANISM
+    assert _mention(result, "P3", "endovascular aneurysm repair")["entity_type"] == MECHANISM
+
+
+def test_generic_singletons_and_verbs_are_not_mentions(result, onto):
+    norms = set(result.mentions.filter(pl.col("doc_id") == "P2")["norm"].to_list())
+    assert {"device", "system"}.isdisjoint(norms)  # "The device and the system": generic alone
+    assert "lead" not in norms  # "Sensing may lead to ablation": a verb, not a pacing lead
+    assert _mention(result, "P2", "pacing lead")["concept_id"] == onto.lookup("pacing lead")
+
+
+def test_extraction_is_deterministic_and_independent_of_document_order(onto, nlp, result):
+    docs = pl.DataFrame({"doc_id": list(TEXTS)[::-1], "text": list(TEXTS.values())[::-1]})
+    again = extract_mentions(docs, onto, nlp, batch_size=1).mentions.sort("doc_id", "start", "norm")
+    assert again.equals(result.mentions.sort("doc_id", "start", "norm"))
+
+
+def test_missing_text_is_rejected_not_dropped(onto, nlp):
+    docs = pl.DataFrame({"doc_id": ["E1", "E2", None, "E4"], "text": [None, "   ", "A stent.", "A stent."]})
+    out = extract_mentions(docs, onto, nlp)
+    assert out.mentions["doc_id"].to_list() == ["E4"]
+    assert out.rejected.schema == schemas.REJECTED_RECORDS
+    assert out.rejected.select("record_key", "reason").rows() == [
+        ("E1", "missing text"), ("E2", "missing text"), (None, "missing doc_id")]
+    assert set(out.rejected["source"]) == {"entities"}
+    assert json.loads(out.rejected["record"][0]) == {"doc_id": "E1"}
+
+
+def test_empty_input_gives_empty_typed_tables(onto, nlp):
+    out = extract_mentions(pl.DataFrame(schema={"doc_id": pl.String, "text": pl.String}), onto, nlp)
+    assert out.mentions.height == 0 and out.mentions.schema == schemas.MENTIONS
+    assert out.rejected.height == 0 and out.rejected.schema == schemas.REJECTED_RECORDS
