@@ -1,0 +1,140 @@
+"""The whole method as one call over a corpus, built from the same stage functions the assets use.
+
+The CLI (`meddevkg run`) and the Dagster assets both go through these functions, so there is one
+implementation of every stage; the assets only add partitions, storage and metadata.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+
+from meddevkg_core.candidates import Stage2Inputs, generate_candidates
+from meddevkg_core.companies import CompanyResolver, company_match_table
+from meddevkg_core.config import PipelineConfig
+from meddevkg_core.corpus import Corpus
+from meddevkg_core.cross_encoder import PairScorer, score_candidate_pairs
+from meddevkg_core.embeddings import EmbeddingCache, Encoder, embed_documents, embedding_matrix
+from meddevkg_core.entities import extract_mentions
+from meddevkg_core.entity_match import EntityMatcher, doc_keys
+from meddevkg_core.evaluation import LinkEvaluation, evaluate_links
+from meddevkg_core.ontology import Ontology
+from meddevkg_core.rerank import FoldModels, apply_fold_models, decide, feature_frame, fit_fold_models, links_frame
+
+
+@dataclass(frozen=True)
+class Models:
+    """Everything loaded once and passed in: no stage loads a model by itself."""
+
+    encoder: Encoder
+    nlp: object
+    ontology: Ontology
+    resolver: CompanyResolver
+    cross_encoder: PairScorer | None = None
+    embedding_cache: EmbeddingCache | None = None
+
+
+def documents(df: pl.DataFrame, id_col: str) -> pl.DataFrame:
+    return df.select(pl.col(id_col).alias("doc_id"), pl.col("text"))
+
+
+def stage2_inputs(device_embeddings: pl.DataFrame, patent_embeddings: pl.DataFrame,
+                  device_mentions: pl.DataFrame, patent_mentions: pl.DataFrame,
+                  company_matches: pl.DataFrame, ontology: Ontology, config: PipelineConfig) -> Stage2Inputs:
+    device_ids, device_vectors = embedding_matrix(device_embeddings)
+    patent_ids, patent_vectors = embedding_matrix(patent_embeddings)
+    cfg = config.candidates
+    matcher = EntityMatcher(doc_keys(device_mentions, ontology, cfg), doc_keys(patent_mentions, ontology, cfg),
+                            patent_ids, cfg)
+    return Stage2Inputs(device_ids, device_vectors, patent_ids, patent_vectors, company_matches, matcher)
+
+
+def rerank(candidates: pl.DataFrame, ce_scores: pl.DataFrame | None, gold: pl.DataFrame,
+           config: PipelineConfig, models: FoldModels | None = None) -> tuple[pl.DataFrame, FoldModels]:
+    """Stage 3 on a pool: trains fold models on the gold (unless given), scores, decides."""
+    features = feature_frame(candidates, ce_scores)
+    if models is None:
+        models = fit_fold_models(features, gold, config.rerank)
+    return links_frame(decide(apply_fold_models(features, models), config.rerank)), models
+
+
+@dataclass
+class PipelineResult:
+    candidates: pl.DataFrame
+    links: pl.DataFrame
+    cross_encoder_scores: pl.DataFrame
+    model: FoldModels
+    evaluation: LinkEvaluation
+    rejected: pl.DataFrame
+    device_mentions: pl.DataFrame
+    patent_mentions: pl.DataFrame
+    company_matches: pl.DataFrame
+    timings: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def run_pipeline(corpus: Corpus, models: Models, config: PipelineConfig = PipelineConfig(),
+                 progress=print) -> PipelineResult:
+    """Stages 1-3 over a corpus, with the reranker trained and evaluated out-of-fold on its gold."""
+    timings: dict[str, float] = {}
+
+    def timed(name, fn, *args, **kwargs):
+        progress(f"[{name}] ...")
+        start = time.perf_counter()
+        out = fn(*args, **kwargs)
+        timings[name] = round(time.perf_counter() - start, 2)
+        progress(f"[{name}] done in {timings[name]:.1f}s")
+        return out
+
+    dev_docs, pat_docs = documents(corpus.devices, "fda_id"), documents(corpus.patents, "pat_id")
+    dev_ext = timed("device_entities", extract_mentions, dev_docs, models.ontology, models.nlp)
+    pat_ext = timed("patent_entities", extract_mentions, pat_docs, models.ontology, models.nlp)
+    dev_emb = timed("device_embeddings", embed_documents, dev_docs, models.encoder, models.embedding_cache)
+    pat_emb = timed("patent_embeddings", embed_documents, pat_docs, models.encoder, models.embedding_cache)
+    matches = timed("company_matches", company_match_table, corpus.devices, corpus.patents, models.resolver)
+    inputs = timed("stage2_index", stage2_inputs, dev_emb, pat_emb, dev_ext.mentions, pat_ext.mentions,
+                   matches, models.ontology, config)
+    pool = timed("candidate_pool", generate_candidates, inputs, config.candidates)
+    ce = timed("cross_encoder_scores", score_candidate_pairs, pool, corpus.devices, corpus.patents,
+               models.cross_encoder, config.cross_encoder.max_chars, config.cross_encoder.batch_size)
+    links, model = timed("reranked_links", rerank, pool, ce, corpus.gold_links, config)
+    evaluation = evaluate_links(pool, links, corpus.gold_links, corpus.devices.height, corpus.patents.height)
+    notes = [] if models.cross_encoder else ["no cross-encoder configured: ai_score is missing for XGBoost"]
+    rejected = pl.concat([corpus.rejected, dev_ext.rejected, pat_ext.rejected])
+    return PipelineResult(pool, links, ce, model, evaluation, rejected, dev_ext.mentions, pat_ext.mentions,
+                          matches, timings, notes)
+
+
+def write_result(result: PipelineResult, out: str | Path) -> Path:
+    """Write every table of a run, replacing a previous run's files (written to temp names first)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    tables = {"candidates": result.candidates, "links": result.links,
+              "cross_encoder_scores": result.cross_encoder_scores, "rejected_records": result.rejected,
+              "device_mentions": result.device_mentions, "patent_mentions": result.patent_mentions,
+              "company_matches": result.company_matches}
+    staged = []
+    for name, df in tables.items():
+        tmp = out / f".{name}.parquet.tmp"
+        df.write_parquet(tmp)
+        staged.append((tmp, out / f"{name}.parquet"))
+    summary = {"evaluation": result.evaluation.model_dump(), "timings_s": result.timings, "notes": result.notes,
+               "reranker": {"threshold": result.model.full.threshold,
+                            "n_train_pairs": result.model.full.n_train_pairs,
+                            "n_train_devices": result.model.full.n_train_devices,
+                            "folds": len(result.model.folds)}}
+    tmp = out / ".summary.json.tmp"
+    tmp.write_text(json.dumps(summary, indent=2))
+    staged.append((tmp, out / "summary.json"))
+    result.model.to_frame().write_parquet(out / ".reranker_model.parquet.tmp")
+    staged.append((out / ".reranker_model.parquet.tmp", out / "reranker_model.parquet"))
+    for tmp, final in staged:
+        tmp.replace(final)
+    return out
+
+

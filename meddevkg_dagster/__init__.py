@@ -1,0 +1,1 @@
+"""MedDevKG orchestration: thin Dagster assets over meddevkg_core."""

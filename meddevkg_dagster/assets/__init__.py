@@ -1,0 +1,1 @@
+"""Asset modules, one per stage of the method, in pipeline order."""

@@ -1,0 +1,65 @@
+"""Stage 1 features: grounded entity mentions and sentence embeddings, for devices and patents."""
+
+import dagster as dg
+import polars as pl
+
+from meddevkg_core.embeddings import embed_documents
+from meddevkg_core.entities import extract_mentions, load_spacy_pipeline
+from meddevkg_core.pipeline import documents
+from meddevkg_dagster.assets.sources import ontology_from_table
+from meddevkg_dagster.lib import stopwatch, table_metadata
+from meddevkg_dagster.partitions import DEVICE_BACKFILL, pma_devices
+from meddevkg_dagster.resources import DUCKDB_POOL, GPU_TAG, EmbeddingModelResource
+
+DEVICE_PARTITIONED = {"partitions_def": pma_devices, "backfill_policy": DEVICE_BACKFILL,
+                      "metadata": {"partition_expr": "doc_id"}}
+
+
+def _mentions(context: dg.AssetExecutionContext, docs: pl.DataFrame, meddevonto: pl.DataFrame) -> dg.Output:
+    with stopwatch() as t:
+        result = extract_mentions(docs, ontology_from_table(meddevonto), load_spacy_pipeline())
+    m = result.mentions
+    tiers = m.group_by("map_tier").len()
+    coverage = {f"coverage_{tier}": round(n / max(1, m.height), 4) for tier, n in tiers.iter_rows()}
+    context.log.info(f"extracted {m.height} mentions from {docs.height} documents in {t['seconds']}s")
+    return dg.Output(m, metadata=table_metadata(
+        m, documents=docs.height, docs_per_second=round(docs.height / max(t["seconds"], 1e-9), 1),
+        rejected_mentions=result.rejected.height, **coverage))
+
+
+@dg.asset(group_name="entities", pool=DUCKDB_POOL, kinds={"spacy", "duckdb"}, **DEVICE_PARTITIONED)
+def device_entities(context: dg.AssetExecutionContext, pma_documents: pl.DataFrame,
+                    meddevonto: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+    """Grounded COMPONENT/MECHANISM mentions in device texts, mapped to MedDevOnto concepts."""
+    return _mentions(context, documents(pma_documents, "fda_id"), meddevonto)
+
+
+@dg.asset(group_name="entities", pool=DUCKDB_POOL, kinds={"spacy", "duckdb"})
+def patent_entities(context: dg.AssetExecutionContext, patents: pl.DataFrame,
+                    meddevonto: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+    """Grounded COMPONENT/MECHANISM mentions in patent titles and abstracts."""
+    return _mentions(context, documents(patents, "pat_id"), meddevonto)
+
+
+def _embeddings(context: dg.AssetExecutionContext, docs: pl.DataFrame, model: EmbeddingModelResource) -> dg.Output:
+    encoder = model.encoder()
+    with stopwatch() as t:
+        out = embed_documents(docs, encoder, model.cache())
+    context.log.info(f"embedded {out.height} documents with {encoder.model_id} in {t['seconds']}s")
+    return dg.Output(out, metadata=table_metadata(
+        out, model=encoder.model_id, dimension=encoder.dimension, device=model.device, seconds=t["seconds"]))
+
+
+@dg.asset(group_name="embeddings", pool=DUCKDB_POOL, op_tags=GPU_TAG, kinds={"pytorch", "duckdb"},
+          **DEVICE_PARTITIONED)
+def device_embeddings(context: dg.AssetExecutionContext, pma_documents: pl.DataFrame,
+                      embedding_model: EmbeddingModelResource) -> dg.Output[pl.DataFrame]:
+    """Unit-normalised sentence embeddings of device texts (GPU when the resource says so)."""
+    return _embeddings(context, documents(pma_documents, "fda_id"), embedding_model)
+
+
+@dg.asset(group_name="embeddings", pool=DUCKDB_POOL, op_tags=GPU_TAG, kinds={"pytorch", "duckdb"})
+def patent_embeddings(context: dg.AssetExecutionContext, patents: pl.DataFrame,
+                      embedding_model: EmbeddingModelResource) -> dg.Output[pl.DataFrame]:
+    """Unit-normalised sentence embeddings of patent texts, cached by content hash across runs."""
+    return _embeddings(context, documents(patents, "pat_id"), embedding_model)

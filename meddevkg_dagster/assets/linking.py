@@ -1,0 +1,98 @@
+"""Stages 2 and 3: company resolution, the candidate pool, cross-encoder, reranker and links."""
+
+import dagster as dg
+import polars as pl
+
+from meddevkg_core.companies import build_company_dictionary, company_match_table
+from meddevkg_core.candidates import generate_candidates
+from meddevkg_core.cross_encoder import score_candidate_pairs
+from meddevkg_core.pipeline import stage2_inputs
+from meddevkg_core.rerank import FoldModels, apply_fold_models, decide, feature_frame, fit_fold_models, links_frame
+from meddevkg_dagster.assets.sources import ontology_from_table
+from meddevkg_dagster.lib import partition_keys, stopwatch, table_metadata
+from meddevkg_dagster.partitions import DEVICE_BACKFILL, pma_devices
+from meddevkg_dagster.resources import (
+    DUCKDB_POOL, GPU_TAG, CorpusResource, CrossEncoderResource, PipelineConfigResource,
+)
+
+DEVICE_PARTITIONED = {"partitions_def": pma_devices, "backfill_policy": DEVICE_BACKFILL,
+                      "metadata": {"partition_expr": "fda_id"}}
+
+
+@dg.asset(group_name="companies", pool=DUCKDB_POOL, kinds={"polars", "duckdb"})
+def company_dictionary(pma_documents: pl.DataFrame, patents: pl.DataFrame,
+                       corpus: CorpusResource) -> dg.Output[pl.DataFrame]:
+    """Every raw applicant/assignee name -> canonical company id, with how it was resolved."""
+    names = pl.concat([pma_documents["applicant"], patents["assignee"].str.split("; ").explode()]).drop_nulls()
+    out = build_company_dictionary(names.unique().sort().to_list(), corpus.resolver())
+    by_method = dict(out.group_by("method").len().iter_rows())
+    return dg.Output(out, metadata=table_metadata(out, companies=out["company_id"].n_unique(),
+                                                  **{f"method_{k}": v for k, v in by_method.items()}))
+
+
+@dg.asset(group_name="candidates", pool=DUCKDB_POOL, kinds={"numpy", "duckdb"}, deps=["company_dictionary"],
+          **DEVICE_PARTITIONED)
+def candidate_pool(context: dg.AssetExecutionContext, corpus: CorpusResource,
+                   pipeline_config: PipelineConfigResource, pma_documents: pl.DataFrame, patents: pl.DataFrame,
+                   device_embeddings: pl.DataFrame, patent_embeddings: pl.DataFrame,
+                   device_entities: pl.DataFrame, patent_entities: pl.DataFrame,
+                   meddevonto: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+    """Stage 2: every device x patent pair scored (company, vector, entity); admitted pairs kept."""
+    config = pipeline_config.config()
+    with stopwatch() as t:
+        matches = company_match_table(pma_documents, patents, corpus.resolver())
+        inputs = stage2_inputs(device_embeddings, patent_embeddings, device_entities, patent_entities, matches,
+                               ontology_from_table(meddevonto), config)
+        pool = generate_candidates(inputs, config.candidates, partition_keys(context) or None)
+    pairs = pma_documents.height * patents.height
+    admitted = dict(pool.group_by("admitted_by").len().iter_rows())
+    context.log.info(f"scored {pairs} pairs in {t['seconds']}s; kept {pool.height}")
+    return dg.Output(pool, metadata=table_metadata(
+        pool, pairs_scored=pairs, share_kept=round(pool.height / max(1, pairs), 5), seconds=t["seconds"],
+        **{f"admitted_{k}": v for k, v in admitted.items()}))
+
+
+@dg.asset(group_name="rerank", pool=DUCKDB_POOL, op_tags=GPU_TAG, kinds={"pytorch", "duckdb"},
+          **DEVICE_PARTITIONED)
+def cross_encoder_scores(context: dg.AssetExecutionContext, cross_encoder: CrossEncoderResource,
+                         candidate_pool: pl.DataFrame, pma_documents: pl.DataFrame,
+                         patents: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+    """Cross-encoder relevance per candidate pair; null (a missing feature) when none is configured."""
+    scorer = cross_encoder.scorer()
+    cfg = cross_encoder.config()
+    with stopwatch() as t:
+        out = score_candidate_pairs(candidate_pool, pma_documents, patents, scorer, cfg.max_chars, cfg.batch_size)
+    status = scorer.model_id if scorer else "none configured: ai_score is missing and XGBoost treats it as such"
+    if scorer is None:
+        context.log.warning("no cross-encoder configured (MEDDEVKG_CROSS_ENCODER): ai_score left missing")
+    return dg.Output(out, metadata=table_metadata(out, cross_encoder=status, seconds=t["seconds"]))
+
+
+@dg.asset(group_name="rerank", pool=DUCKDB_POOL, kinds={"xgboost", "duckdb"})
+def reranker_model(context: dg.AssetExecutionContext, pipeline_config: PipelineConfigResource,
+                   candidate_pool: pl.DataFrame, cross_encoder_scores: pl.DataFrame,
+                   gold_links: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+    """The 9-feature XGBoost reranker: a full model plus device-grouped fold models for honest scores."""
+    cfg = pipeline_config.config().rerank
+    with stopwatch() as t:
+        models = fit_fold_models(feature_frame(candidate_pool, cross_encoder_scores), gold_links, cfg)
+    out = models.to_frame()
+    context.log.info(f"trained {len(models.folds)} fold models and the full model in {t['seconds']}s")
+    return dg.Output(out, metadata=table_metadata(
+        out, threshold=round(models.full.threshold, 4), train_pairs=models.full.n_train_pairs,
+        train_devices=models.full.n_train_devices, folds=len(models.folds),
+        has_ai_score=models.full.has_ai_score, seconds=t["seconds"]))
+
+
+@dg.asset(group_name="rerank", pool=DUCKDB_POOL, kinds={"xgboost", "duckdb"}, **DEVICE_PARTITIONED)
+def reranked_links(context: dg.AssetExecutionContext, pipeline_config: PipelineConfigResource,
+                   candidate_pool: pl.DataFrame, cross_encoder_scores: pl.DataFrame,
+                   reranker_model: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+    """Final links: probability (out-of-fold for gold devices), decision, immunity and evidence."""
+    cfg = pipeline_config.config().rerank
+    scored = apply_fold_models(feature_frame(candidate_pool, cross_encoder_scores), FoldModels.from_frame(reranker_model))
+    out = links_frame(decide(scored, cfg))
+    kept = out.filter(pl.col("decision"))
+    return dg.Output(out, metadata=table_metadata(
+        out, links_kept=kept.height, immune=int(out["immune"].sum()),
+        noise_reduction=round(1 - kept.height / out.height, 4) if out.height else None))

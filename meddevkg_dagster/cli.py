@@ -1,0 +1,156 @@
+"""`meddevkg`: run the pipeline from a terminal.
+
+`demo` materialises the Dagster assets on the bundled corpus (the same job the UI runs);
+`run` executes the same core stages on any corpus directory and writes Parquet files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import polars as pl
+
+
+def _home() -> Path:
+    return Path(os.environ.get("MEDDEVKG_HOME", Path.cwd() / ".meddevkg")).resolve()
+
+
+def _prepare_instance_home() -> Path:
+    """DAGSTER_HOME for CLI runs, seeded with the project's dagster.yaml so the UI sees the runs."""
+    dagster_home = Path(os.environ.get("DAGSTER_HOME", _home() / "dagster_home")).resolve()
+    dagster_home.mkdir(parents=True, exist_ok=True)
+    project_yaml = Path(__file__).resolve().parents[1] / "dagster.yaml"
+    if project_yaml.is_file() and not (dagster_home / "dagster.yaml").exists():
+        shutil.copy(project_yaml, dagster_home / "dagster.yaml")
+    os.environ["DAGSTER_HOME"] = str(dagster_home)
+    return dagster_home
+
+
+def materialize_corpus(corpus_dir: Path | None = None) -> dict[str, pl.DataFrame]:
+    """Register the corpus's devices as partitions, then run `meddevkg_job` over all of them."""
+    import dagster as dg
+
+    if corpus_dir is not None:
+        os.environ["MEDDEVKG_CORPUS"] = str(Path(corpus_dir).resolve())
+    _prepare_instance_home()
+    from meddevkg_core.corpus import read_corpus
+    from meddevkg_dagster.definitions import defs
+    from meddevkg_dagster.partitions import pma_devices
+
+    corpus_path = defs.resources["corpus"].path
+    corpus_path = corpus_path.get_value() if isinstance(corpus_path, dg.EnvVar) else corpus_path
+    devices = read_corpus(corpus_path).devices["fda_id"].sort().to_list()
+    instance = dg.DagsterInstance.get()
+    known = set(instance.get_dynamic_partitions(pma_devices.name))
+    new = [d for d in devices if d not in known]
+    if new:
+        instance.add_dynamic_partitions(pma_devices.name, new)
+    keys = instance.get_dynamic_partitions(pma_devices.name)
+    if not set(keys) <= set(devices):
+        raise SystemExit(f"the instance has device partitions the corpus lacks ({len(set(keys) - set(devices))}); "
+                         "use a separate MEDDEVKG_HOME per corpus")
+    print(f"registered {len(new)} new device partition(s); {len(keys)} in total")
+    result = defs.resolve_job_def("meddevkg_job").execute_in_process(
+        instance=instance, tags={"dagster/asset_partition_range_start": keys[0],
+                                 "dagster/asset_partition_range_end": keys[-1]})
+    if not result.success:
+        raise SystemExit("the run failed; see the log above")
+    return {"run_id": result.run_id}
+
+
+def _demo(_: argparse.Namespace) -> int:
+    import duckdb
+
+    from meddevkg_dagster.resources import home_dir
+
+    run = materialize_corpus()
+    db = os.environ.get("MEDDEVKG_DUCKDB", str(home_dir() / "warehouse.duckdb"))
+    with duckdb.connect(db, read_only=True) as con:
+        ev = con.sql("select * from meddevkg.link_evaluation").pl().row(0, named=True)
+        top = con.sql("""select l.fda_id, l.pat_id, round(l.probability, 3) as p, l.evidence
+                         from meddevkg.reranked_links l where l.decision order by l.probability desc limit 5""").pl()
+    print("\nMedDevKG demo")
+    rows = [("devices", ev["n_devices"]), ("patents", ev["n_patents"]),
+            ("candidates (Stage 2)", ev["pool_size"]), ("links (Stage 3)", ev["n_links"]),
+            ("gold pairs / devices", f"{ev['n_gold_pairs']} / {ev['n_gold_devices']}"),
+            ("pool recall on gold", _pct(ev["pool_recall"])),
+            ("link recall on gold (out-of-fold)", _pct(ev["link_recall"])),
+            ("share of all pairs kept", _pct(ev["link_share_of_pairs"])),
+            ("DuckDB file", db), ("Dagster run", run["run_id"]),
+            ("open the UI", f"DAGSTER_HOME={os.environ['DAGSTER_HOME']} dagster dev -w {_WORKSPACE}")]
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"  {k:<{width}}  {v}")
+    print("\nstrongest links:")
+    with pl.Config(tbl_rows=5, fmt_str_lengths=90, tbl_width_chars=160):
+        print(top)
+    return 0
+
+
+_WORKSPACE = Path(__file__).resolve().parents[1] / "workspace.yaml"
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def load_models(corpus_dir: Path, cross_encoder: str | None, device: str, cache_dir: Path | None):
+    from meddevkg_core.companies import CompanyResolver
+    from meddevkg_core.config import CrossEncoderConfig
+    from meddevkg_core.cross_encoder import load_cross_encoder
+    from meddevkg_core.embeddings import EmbeddingCache, load_sentence_encoder
+    from meddevkg_core.entities import load_spacy_pipeline
+    from meddevkg_core.ontology import load_meddevonto
+    from meddevkg_core.pipeline import Models
+
+    return Models(
+        encoder=load_sentence_encoder(None, device=device), nlp=load_spacy_pipeline(),
+        ontology=load_meddevonto(), resolver=CompanyResolver.for_corpus(corpus_dir),
+        cross_encoder=load_cross_encoder(CrossEncoderConfig(model=cross_encoder), device=device),
+        embedding_cache=EmbeddingCache(cache_dir) if cache_dir else None)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from meddevkg_core.corpus import read_corpus
+    from meddevkg_core.pipeline import run_pipeline, write_result
+
+    corpus = read_corpus(args.corpus)
+    print(f"corpus {args.corpus}: {corpus.devices.height} devices, {corpus.patents.height} patents, "
+          f"{corpus.gold_links.height} gold pairs, {corpus.rejected.height} rejected rows")
+    models = load_models(Path(args.corpus), args.cross_encoder, args.device,
+                         Path(args.embedding_cache) if args.embedding_cache else _home() / "embedding_cache")
+    result = run_pipeline(corpus, models)
+    out = write_result(result, args.out)
+    ev = result.evaluation
+    print(f"\nwrote {out}: {ev.pool_size} candidates ({_pct(ev.pool_share_of_pairs)} of pairs, "
+          f"gold recall {_pct(ev.pool_recall)}), {ev.n_links} links ({_pct(ev.link_share_of_pairs)} of pairs, "
+          f"out-of-fold gold recall {_pct(ev.link_recall)})")
+    for note in result.notes:
+        print(f"note: {note}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="meddevkg", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser("demo", help="materialise every asset on the bundled demo corpus and print a summary")
+    demo.set_defaults(func=_demo)
+    run = sub.add_parser("run", help="run the pipeline on a corpus directory and write Parquet outputs")
+    run.add_argument("--corpus", required=True, help="corpus directory (devices, patents, optional gold_links)")
+    run.add_argument("--out", required=True, help="output directory")
+    run.add_argument("--cross-encoder", default=os.environ.get("MEDDEVKG_CROSS_ENCODER"),
+                     help="cross-encoder name or local path (default: none, the feature is then missing)")
+    run.add_argument("--device", default=os.environ.get("MEDDEVKG_DEVICE", "auto"), help="auto, cpu or cuda")
+    run.add_argument("--embedding-cache", default=os.environ.get("MEDDEVKG_EMBEDDING_CACHE"),
+                     help="directory of cached embeddings (default .meddevkg/embedding_cache)")
+    run.set_defaults(func=_run)
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

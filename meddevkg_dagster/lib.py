@@ -1,0 +1,47 @@
+"""Small adapters between Dagster and the core: partition selection and metadata builders."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import dagster as dg
+import polars as pl
+
+from meddevkg_core.evaluation import LinkEvaluation
+
+
+def partition_keys(context: dg.AssetExecutionContext) -> list[str]:
+    """The device keys this run materialises (all of them for a single-run backfill)."""
+    return sorted(context.partition_keys) if context.has_partition_key_range or context.has_partition_key else []
+
+
+def only_devices(df: pl.DataFrame, keys: list[str], col: str = "fda_id") -> pl.DataFrame:
+    return df.filter(pl.col(col).is_in(keys)) if keys else df
+
+
+def require_known(keys: list[str], known: pl.Series, what: str) -> None:
+    """Fail loudly when a partition names a device the corpus does not have (never an empty write)."""
+    missing = sorted(set(keys) - set(known.to_list()))
+    if missing:
+        shown = ", ".join(missing[:10]) + (" ..." if len(missing) > 10 else "")
+        raise dg.Failure(f"{len(missing)} device partition(s) not in the {what}: {shown}")
+
+
+@contextmanager
+def stopwatch() -> Iterator[dict[str, float]]:
+    out: dict[str, float] = {}
+    start = time.perf_counter()
+    yield out
+    out["seconds"] = round(time.perf_counter() - start, 3)
+
+
+def table_metadata(df: pl.DataFrame, **extra) -> dict[str, object]:
+    meta: dict[str, object] = {"dagster/row_count": df.height}
+    meta.update({k: v for k, v in extra.items() if v is not None})
+    return meta
+
+
+def evaluation_metadata(ev: LinkEvaluation) -> dict[str, object]:
+    return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in ev.model_dump().items() if v is not None}
