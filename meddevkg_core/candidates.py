@@ -59,6 +59,7 @@ class BlockScores:
     vector: np.ndarray
     entity: np.ndarray
     entity_core: np.ndarray
+    entity_tier_s: np.ndarray
     entity_matches: np.ndarray
 
     @property
@@ -85,7 +86,7 @@ def score_blocks(inputs: Stage2Inputs, cfg: CandidateConfig, device_ids: list[st
             comp[rows, cols] = cfg.company_points
         ent = inputs.entities.score_block(block)
         yield BlockScores(block, sim, comp, vector_points(sim, cfg).astype(np.float32), ent.score, ent.core,
-                          ent.matches)
+                          ent.tier_s, ent.matches)
 
 
 def admission(scores: BlockScores, cfg: CandidateConfig) -> tuple[np.ndarray, list[Admission]]:
@@ -104,36 +105,44 @@ def admission(scores: BlockScores, cfg: CandidateConfig) -> tuple[np.ndarray, li
     return reason, [r for r, _ in rules]
 
 
+def block_frame(scores: BlockScores, patent_ids: list[str], rows: np.ndarray, cols: np.ndarray,
+                reason: np.ndarray, names: list[Admission]) -> pl.DataFrame:
+    """The selected pairs of a block as rows with every score component (admitted_by null if not)."""
+    codes = reason[rows, cols]
+    labels = np.array([None] + [n.value for n in names], dtype=object)
+    return pl.DataFrame({
+        "fda_id": np.asarray(scores.device_ids, dtype=object)[rows],
+        "pat_id": np.asarray(patent_ids, dtype=object)[cols],
+        "sim": scores.sim[rows, cols],
+        "score_company": scores.company[rows, cols].astype(np.int16),
+        "score_vector": scores.vector[rows, cols].astype(np.int16),
+        "score_entity": scores.entity[rows, cols],
+        "score_total": scores.total[rows, cols],
+        "entity_matches": scores.entity_matches[rows, cols],
+        "tier_s_match": scores.entity_tier_s[rows, cols],
+        "admitted_by": pl.Series(labels[codes], dtype=pl.String),
+    }, schema_overrides={"fda_id": pl.String, "pat_id": pl.String})
+
+
 def generate_candidates(inputs: Stage2Inputs, cfg: CandidateConfig, device_ids: list[str] | None = None) -> pl.DataFrame:
     """The Stage-2 pool: admitted pairs with every score component and the admission reason."""
     frames = []
     for scores in score_blocks(inputs, cfg, device_ids):
         reason, names = admission(scores, cfg)
         r, c = np.nonzero(reason)
-        if len(r) == 0:
-            continue
-        frames.append(pl.DataFrame({
-            "fda_id": [scores.device_ids[i] for i in r],
-            "pat_id": [inputs.patent_ids[j] for j in c],
-            "sim": scores.sim[r, c],
-            "score_company": scores.company[r, c].astype(np.int16),
-            "score_vector": scores.vector[r, c].astype(np.int16),
-            "score_entity": scores.entity[r, c],
-            "score_total": scores.total[r, c],
-            "entity_matches": scores.entity_matches[r, c],
-            "admitted_by": [names[k - 1].value for k in reason[r, c]],
-        }))
+        if len(r):
+            frames.append(block_frame(scores, inputs.patent_ids, r, c, reason, names))
     if not frames:
         return schemas.empty(schemas.CANDIDATES)
     pool = pl.concat(frames)
     pool = pool.join(inputs.company_matches.select("fda_id", "pat_id", "company_path"),
                      on=["fda_id", "pat_id"], how="left")
-    explained = [inputs.entities.explain(f, p) for f, p in pool.select("fda_id", "pat_id").iter_rows()]
-    shared = ["|".join(inputs.entities.shared_terms(f, p)) for f, p in pool.select("fda_id", "pat_id").iter_rows()]
+    keys = pool.select("fda_id", "pat_id").rows()
+    explained = [inputs.entities.explain(f, p) for f, p in keys]
     pool = pool.with_columns(
         pl.Series("entity_tier", [t for t, _ in explained], pl.String),
         pl.Series("entity_detail", [d for _, d in explained], pl.String),
-        pl.Series("shared_terms", shared, pl.String),
+        pl.Series("shared_terms", ["|".join(inputs.entities.shared_terms(f, p)) for f, p in keys], pl.String),
     )
     return schemas.conform(pool, schemas.CANDIDATES).sort("fda_id", "pat_id")
 

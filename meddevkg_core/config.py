@@ -47,6 +47,9 @@ DEVICE_QUANTILE_BINS: tuple[QuantileBin, ...] = (
 )
 
 
+UNIFORM_ENTITY_POINTS = {"uniform_high": 60.0, "uniform_mid": 30.0, "uniform_low": 6.0}
+
+
 class CandidateConfig(BaseModel, frozen=True):
     """Stage 2: S = S_company + S_vector + S_entity, admission and rescues."""
 
@@ -64,6 +67,10 @@ class CandidateConfig(BaseModel, frozen=True):
     tier_s_points: float = 60.0
     tier_a_points: float = 50.0
     tier_b_points: float = 20.0
+    entity_weighting: Literal["ontology", "uniform_high", "uniform_mid", "uniform_low"] = Field(
+        default="ontology",
+        description="ontology: tier points x category weight; uniform_*: 60/30/6 for any match (the paper's variants).",
+    )
     tier_b_parent_child: bool = Field(
         default=True,
         description="Also count a direct parent/child pair of concepts as Tier B (not only siblings).",

@@ -16,7 +16,7 @@ import numpy as np
 import polars as pl
 from scipy import sparse
 
-from meddevkg_core.config import CandidateConfig
+from meddevkg_core.config import UNIFORM_ENTITY_POINTS, CandidateConfig
 from meddevkg_core.ontology import Ontology
 
 
@@ -41,15 +41,16 @@ def doc_keys(mentions: pl.DataFrame, ontology: Ontology, cfg: CandidateConfig) -
     """Index each document's mentions as S/A keys and B families (parent -> concepts under it)."""
     keys: dict[str, set[MatchKey]] = defaultdict(set)
     family: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    uniform = UNIFORM_ENTITY_POINTS.get(cfg.entity_weighting)
     for doc_id, norm, concept in mentions.select("doc_id", "norm", "concept_id").unique().iter_rows():
         if norm:
             category, weight = ontology.tier_s_category(norm)
             is_core = weight >= 1.0  # only an anchor phrase gives a Tier-S weight of 1.0
-            keys[doc_id].add(MatchKey("S", norm, cfg.tier_s_points * weight,
+            keys[doc_id].add(MatchKey("S", norm, uniform or cfg.tier_s_points * weight,
                                       f"TierS:{norm}({category},w={weight})", is_core))
         if concept:
             weight = ontology.weight(concept)
-            keys[doc_id].add(MatchKey("A", concept, cfg.tier_a_points * weight,
+            keys[doc_id].add(MatchKey("A", concept, uniform or cfg.tier_a_points * weight,
                                       f"TierA:{concept}({ontology.category(concept)},w={weight})", False))
             parents = set(ontology.parents(concept))
             if cfg.tier_b_parent_child:
@@ -65,6 +66,7 @@ class EntityScores:
 
     score: np.ndarray  # float32, best single match
     core: np.ndarray  # bool, a Tier-S anchor match of weight 1.0
+    tier_s: np.ndarray  # bool, any Tier-S match (the paper's has_tiers flag)
     matches: np.ndarray  # int16, number of distinct shared S/A keys plus B families
 
 
@@ -76,10 +78,10 @@ class EntityMatcher:
         self._device_keys = device_keys
         self._patent_keys = patent_keys
         self._patent_ids = patent_ids
-        groups: dict[tuple[float, bool], set[tuple[str, str]]] = defaultdict(set)
+        groups: dict[tuple[float, bool, str], set[tuple[str, str]]] = defaultdict(set)
         for doc in (*device_keys.keys.values(), *patent_keys.keys.values()):
             for k in doc:
-                groups[(k.points, k.core)].add((k.tier, k.key))
+                groups[(k.points, k.core, k.tier)].add((k.tier, k.key))
         self._groups = sorted(groups)
         self._vocab = {g: {tk: i for i, tk in enumerate(sorted(groups[g]))} for g in self._groups}
         self._family_vocab = {p: i for i, p in enumerate(sorted(
@@ -93,7 +95,7 @@ class EntityMatcher:
         rows: dict[object, tuple[list[int], list[int]]] = defaultdict(lambda: ([], []))
         for r, doc_id in enumerate(ids):
             for k in dk.keys.get(doc_id, ()):
-                g = (k.points, k.core)
+                g = (k.points, k.core, k.tier)
                 rows[g][0].append(r)
                 rows[g][1].append(self._vocab[g][(k.tier, k.key)])
             for parent, concepts in dk.family.get(doc_id, {}).items():
@@ -112,6 +114,7 @@ class EntityMatcher:
         dev = self._matrices(device_ids, self._device_keys)
         score = np.zeros((n_d, n_p), np.float32)
         core = np.zeros((n_d, n_p), bool)
+        tier_s = np.zeros((n_d, n_p), bool)
         matches = np.zeros((n_d, n_p), np.int32)
         for g in self._groups:
             shared = (dev[g] @ self._patent_mats[g].T).toarray()
@@ -119,13 +122,16 @@ class EntityMatcher:
             np.maximum(score, np.where(hit, np.float32(g[0]), 0), out=score)
             if g[1]:
                 core |= hit
+            if g[2] == "S":
+                tier_s |= hit
             matches += shared.astype(np.int32)
         families = (dev["family"] @ self._patent_mats["family"].T).toarray()
         degenerate = (dev["single"] @ self._patent_mats["single"].T).toarray()
         tier_b = (families - degenerate) > 0
-        np.maximum(score, np.where(tier_b, np.float32(self._cfg.tier_b_points), 0), out=score)
+        b_points = UNIFORM_ENTITY_POINTS.get(self._cfg.entity_weighting, self._cfg.tier_b_points)
+        np.maximum(score, np.where(tier_b, np.float32(b_points), 0), out=score)
         matches += tier_b
-        return EntityScores(score, core, np.minimum(matches, np.iinfo(np.int16).max).astype(np.int16))
+        return EntityScores(score, core, tier_s, np.minimum(matches, np.iinfo(np.int16).max).astype(np.int16))
 
     def explain(self, fda_id: str, pat_id: str) -> tuple[str, str]:
         """The best single match of a pair as (tier, evidence text); ("none", "") without one."""

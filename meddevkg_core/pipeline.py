@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,6 +64,69 @@ def rerank(candidates: pl.DataFrame, ce_scores: pl.DataFrame | None, gold: pl.Da
     return links_frame(decide(apply_fold_models(features, models), config.rerank)), models
 
 
+class Timer:
+    """Times named stages and reports progress (to the CLI, a Dagster log, or nowhere)."""
+
+    def __init__(self, progress: Callable[[str], None] = print):
+        self.progress = progress
+        self.seconds: dict[str, float] = {}
+
+    def __call__(self, name: str, fn, *args, **kwargs):
+        self.progress(f"[{name}] ...")
+        start = time.perf_counter()
+        out = fn(*args, **kwargs)
+        self.seconds[name] = round(time.perf_counter() - start, 2)
+        self.progress(f"[{name}] done in {self.seconds[name]:.1f}s")
+        return out
+
+
+@dataclass(frozen=True)
+class PreparedCorpus:
+    """Per-document features, computed once; Stage 2 and 3 (and every ablation) start from here."""
+
+    corpus: Corpus
+    device_mentions: pl.DataFrame
+    patent_mentions: pl.DataFrame
+    device_embeddings: pl.DataFrame
+    patent_embeddings: pl.DataFrame
+    company_matches: pl.DataFrame
+    rejected: pl.DataFrame
+
+
+def prepare(corpus: Corpus, models: Models, timer: Timer) -> PreparedCorpus:
+    dev_docs, pat_docs = documents(corpus.devices, "fda_id"), documents(corpus.patents, "pat_id")
+    dev_ext = timer("device_entities", extract_mentions, dev_docs, models.ontology, models.nlp)
+    pat_ext = timer("patent_entities", extract_mentions, pat_docs, models.ontology, models.nlp)
+    dev_emb = timer("device_embeddings", embed_documents, dev_docs, models.encoder, models.embedding_cache)
+    pat_emb = timer("patent_embeddings", embed_documents, pat_docs, models.encoder, models.embedding_cache)
+    matches = timer("company_matches", company_match_table, corpus.devices, corpus.patents, models.resolver)
+    rejected = pl.concat([corpus.rejected, dev_ext.rejected, pat_ext.rejected])
+    return PreparedCorpus(corpus, dev_ext.mentions, pat_ext.mentions, dev_emb, pat_emb, matches, rejected)
+
+
+@dataclass(frozen=True)
+class LinkRun:
+    """Stages 2 and 3 on prepared features under one configuration."""
+
+    inputs: Stage2Inputs
+    candidates: pl.DataFrame
+    cross_encoder_scores: pl.DataFrame
+    links: pl.DataFrame
+    models: FoldModels
+
+
+def link(prepared: PreparedCorpus, models: Models, config: PipelineConfig, timer: Timer) -> LinkRun:
+    corpus = prepared.corpus
+    inputs = timer("stage2_index", stage2_inputs, prepared.device_embeddings, prepared.patent_embeddings,
+                   prepared.device_mentions, prepared.patent_mentions, prepared.company_matches,
+                   models.ontology, config)
+    pool = timer("candidate_pool", generate_candidates, inputs, config.candidates)
+    ce = timer("cross_encoder_scores", score_candidate_pairs, pool, corpus.devices, corpus.patents,
+               models.cross_encoder, config.cross_encoder.max_chars, config.cross_encoder.batch_size)
+    links, fold_models = timer("reranked_links", rerank, pool, ce, corpus.gold_links, config)
+    return LinkRun(inputs, pool, ce, links, fold_models)
+
+
 @dataclass
 class PipelineResult:
     candidates: pl.DataFrame
@@ -79,35 +143,20 @@ class PipelineResult:
 
 
 def run_pipeline(corpus: Corpus, models: Models, config: PipelineConfig = PipelineConfig(),
-                 progress=print) -> PipelineResult:
+                 progress: Callable[[str], None] = print) -> PipelineResult:
     """Stages 1-3 over a corpus, with the reranker trained and evaluated out-of-fold on its gold."""
-    timings: dict[str, float] = {}
+    timer = Timer(progress)
+    prepared = prepare(corpus, models, timer)
+    run = link(prepared, models, config, timer)
+    evaluation = evaluate_links(run.candidates, run.links, corpus.gold_links, corpus.devices.height,
+                                corpus.patents.height)
+    return PipelineResult(run.candidates, run.links, run.cross_encoder_scores, run.models, evaluation,
+                          prepared.rejected, prepared.device_mentions, prepared.patent_mentions,
+                          prepared.company_matches, timer.seconds, notes(models))
 
-    def timed(name, fn, *args, **kwargs):
-        progress(f"[{name}] ...")
-        start = time.perf_counter()
-        out = fn(*args, **kwargs)
-        timings[name] = round(time.perf_counter() - start, 2)
-        progress(f"[{name}] done in {timings[name]:.1f}s")
-        return out
 
-    dev_docs, pat_docs = documents(corpus.devices, "fda_id"), documents(corpus.patents, "pat_id")
-    dev_ext = timed("device_entities", extract_mentions, dev_docs, models.ontology, models.nlp)
-    pat_ext = timed("patent_entities", extract_mentions, pat_docs, models.ontology, models.nlp)
-    dev_emb = timed("device_embeddings", embed_documents, dev_docs, models.encoder, models.embedding_cache)
-    pat_emb = timed("patent_embeddings", embed_documents, pat_docs, models.encoder, models.embedding_cache)
-    matches = timed("company_matches", company_match_table, corpus.devices, corpus.patents, models.resolver)
-    inputs = timed("stage2_index", stage2_inputs, dev_emb, pat_emb, dev_ext.mentions, pat_ext.mentions,
-                   matches, models.ontology, config)
-    pool = timed("candidate_pool", generate_candidates, inputs, config.candidates)
-    ce = timed("cross_encoder_scores", score_candidate_pairs, pool, corpus.devices, corpus.patents,
-               models.cross_encoder, config.cross_encoder.max_chars, config.cross_encoder.batch_size)
-    links, model = timed("reranked_links", rerank, pool, ce, corpus.gold_links, config)
-    evaluation = evaluate_links(pool, links, corpus.gold_links, corpus.devices.height, corpus.patents.height)
-    notes = [] if models.cross_encoder else ["no cross-encoder configured: ai_score is missing for XGBoost"]
-    rejected = pl.concat([corpus.rejected, dev_ext.rejected, pat_ext.rejected])
-    return PipelineResult(pool, links, ce, model, evaluation, rejected, dev_ext.mentions, pat_ext.mentions,
-                          matches, timings, notes)
+def notes(models: Models) -> list[str]:
+    return [] if models.cross_encoder else ["no cross-encoder configured: ai_score is missing for XGBoost"]
 
 
 def write_result(result: PipelineResult, out: str | Path) -> Path:

@@ -34,7 +34,7 @@ def feature_frame(candidates: pl.DataFrame, ce_scores: pl.DataFrame | None) -> p
     else:
         df = df.with_columns(pl.lit(None, dtype=pl.Float32).alias("ai_score"))
     return df.with_columns(
-        (pl.col("shared_terms").fill_null("") != "").cast(pl.Int8).alias("has_tiers"),
+        pl.col("tier_s_match").fill_null(False).cast(pl.Int8).alias("has_tiers"),
         pl.col("admitted_by").is_in(RESCUES).cast(pl.Int8).alias("has_rescue"),
         (pl.col("score_company") > 0).cast(pl.Int8).alias("is_same_company"),
         pl.col("sim").alias("sim_raw"),

@@ -117,6 +117,7 @@ CANDIDATES = pl.Schema(
         "entity_tier": pl.String,
         "entity_detail": pl.String,
         "entity_matches": pl.Int16,
+        "tier_s_match": pl.Boolean,
         "shared_terms": pl.String,
         "company_path": pl.String,
         "admitted_by": pl.String,

@@ -27,6 +27,7 @@ def synthetic_pool(n_devices=12, per_device=30, seed=0) -> tuple[pl.DataFrame, p
                          "score_vector": vector, "score_entity": entity,
                          "score_total": company + vector + entity, "entity_tier": "S" if entity >= 30 else "none",
                          "entity_detail": "", "entity_matches": 1, "shared_terms": "stent" if entity >= 30 else "",
+                         "tier_s_match": entity >= 30,
                          "company_path": None, "admitted_by": "threshold"})
             if is_gold:
                 gold.append({"fda_id": f"P{d:02d}", "pat_id": f"{d * 100 + p}"})
