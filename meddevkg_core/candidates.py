@@ -111,8 +111,8 @@ def block_frame(scores: BlockScores, patent_ids: list[str], rows: np.ndarray, co
     codes = reason[rows, cols]
     labels = np.array([None] + [n.value for n in names], dtype=object)
     return pl.DataFrame({
-        "fda_id": np.asarray(scores.device_ids, dtype=object)[rows],
-        "pat_id": np.asarray(patent_ids, dtype=object)[cols],
+        "fda_id": pl.Series(scores.device_ids, dtype=pl.String).gather(rows),
+        "pat_id": pl.Series(patent_ids, dtype=pl.String).gather(cols),
         "sim": scores.sim[rows, cols],
         "score_company": scores.company[rows, cols].astype(np.int16),
         "score_vector": scores.vector[rows, cols].astype(np.int16),
@@ -120,8 +120,8 @@ def block_frame(scores: BlockScores, patent_ids: list[str], rows: np.ndarray, co
         "score_total": scores.total[rows, cols],
         "entity_matches": scores.entity_matches[rows, cols],
         "tier_s_match": scores.entity_tier_s[rows, cols],
-        "admitted_by": pl.Series(labels[codes], dtype=pl.String),
-    }, schema_overrides={"fda_id": pl.String, "pat_id": pl.String})
+        "admitted_by": pl.Series(labels[codes].tolist(), dtype=pl.String),
+    })
 
 
 def generate_candidates(inputs: Stage2Inputs, cfg: CandidateConfig, device_ids: list[str] | None = None) -> pl.DataFrame:

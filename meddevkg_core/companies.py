@@ -192,6 +192,13 @@ class CompanyResolver:
     def default(cls, fuzzy_cutoff: float = 92.0) -> CompanyResolver:
         return _default_resolver(fuzzy_cutoff)
 
+    @property
+    def acquisitions(self) -> pl.DataFrame:
+        """The deals this resolver knows (shipped plus corpus-specific), as schemas.ACQUISITIONS."""
+        rows = [{"acquirer": d.acquirer, "acquired": d.acquired, "close_date": d.close_date, "source": None}
+                for d in self.deals]
+        return schemas.conform(pl.DataFrame(rows, schema_overrides={"close_date": pl.Date}), schemas.ACQUISITIONS)
+
     @classmethod
     def for_corpus(cls, corpus_dir: Path | str, fuzzy_cutoff: float = 92.0) -> CompanyResolver:
         """Shipped tables plus a corpus directory's own `aliases.csv` / `acquisitions.csv`, if any."""

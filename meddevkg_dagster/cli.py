@@ -55,7 +55,7 @@ def materialize_corpus(corpus_dir: Path | None = None) -> dict[str, pl.DataFrame
                          "use a separate MEDDEVKG_HOME per corpus")
     print(f"registered {len(new)} new device partition(s); {len(keys)} in total")
     result = defs.resolve_job_def("meddevkg_job").execute_in_process(
-        instance=instance, tags={"dagster/asset_partition_range_start": keys[0],
+        instance=instance, run_config={"loggers": {"console": {"config": {"log_level": "INFO"}}}}, tags={"dagster/asset_partition_range_start": keys[0],
                                  "dagster/asset_partition_range_end": keys[-1]})
     if not result.success:
         raise SystemExit("the run failed; see the log above")
@@ -134,6 +134,31 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _benchmark(args: argparse.Namespace) -> int:
+    from meddevkg_core.benchmark import run_benchmark
+    from meddevkg_core.config import PipelineConfig
+    from meddevkg_core.corpus import read_corpus
+
+    corpus = read_corpus(args.corpus)
+    if not corpus.has_gold:
+        raise SystemExit(f"{args.corpus} has no gold_links: the benchmark needs gold to evaluate against")
+    config = PipelineConfig.model_validate_json(Path(args.config).read_text()) if args.config else PipelineConfig()
+    models = load_models(Path(args.corpus), args.cross_encoder, args.device,
+                         Path(args.embedding_cache) if args.embedding_cache else _home() / "embedding_cache")
+    result = run_benchmark(corpus, models, config, args.out)
+    print((Path(args.out) / "report.md").read_text())
+    print(f"wrote {args.out}: candidates.parquet, links.parquet, rankings.parquet, report.json, report.md, plots/")
+    return 0 if result.report else 1
+
+
+def _add_model_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cross-encoder", default=os.environ.get("MEDDEVKG_CROSS_ENCODER"),
+                   help="cross-encoder name or local path (default: none, the feature is then missing)")
+    p.add_argument("--device", default=os.environ.get("MEDDEVKG_DEVICE", "auto"), help="auto, cpu or cuda")
+    p.add_argument("--embedding-cache", default=os.environ.get("MEDDEVKG_EMBEDDING_CACHE"),
+                   help="directory of cached embeddings (default .meddevkg/embedding_cache)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="meddevkg", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -142,12 +167,14 @@ def main(argv: list[str] | None = None) -> int:
     run = sub.add_parser("run", help="run the pipeline on a corpus directory and write Parquet outputs")
     run.add_argument("--corpus", required=True, help="corpus directory (devices, patents, optional gold_links)")
     run.add_argument("--out", required=True, help="output directory")
-    run.add_argument("--cross-encoder", default=os.environ.get("MEDDEVKG_CROSS_ENCODER"),
-                     help="cross-encoder name or local path (default: none, the feature is then missing)")
-    run.add_argument("--device", default=os.environ.get("MEDDEVKG_DEVICE", "auto"), help="auto, cpu or cuda")
-    run.add_argument("--embedding-cache", default=os.environ.get("MEDDEVKG_EMBEDDING_CACHE"),
-                     help="directory of cached embeddings (default .meddevkg/embedding_cache)")
+    _add_model_options(run)
     run.set_defaults(func=_run)
+    bench = sub.add_parser("benchmark", help="full pipeline, out-of-fold evaluation, baselines, ablations, report")
+    bench.add_argument("--corpus", required=True, help="corpus directory with gold_links")
+    bench.add_argument("--out", required=True, help="output directory")
+    bench.add_argument("--config", help="JSON file with a PipelineConfig (default: the documented defaults)")
+    _add_model_options(bench)
+    bench.set_defaults(func=_benchmark)
     args = parser.parse_args(argv)
     return args.func(args)
 

@@ -1,23 +1,33 @@
 """Outputs for analysts: the knowledge graph and the evaluation of the link set."""
 
+import base64
+from pathlib import Path
+
 import dagster as dg
 import polars as pl
 
-from meddevkg_core.companies import acquisitions_frame
+from meddevkg_core.baselines import CompanyScorer, CosineScorer, run_scorer
+from meddevkg_core.companies import company_match_table
+from meddevkg_core.curves import pairs_for_recall
+from meddevkg_core.embeddings import embedding_matrix
 from meddevkg_core.evaluation import evaluate_links
 from meddevkg_core.graph import build_graph, dangling_edges
+from meddevkg_core.pipeline import stage2_inputs
+from meddevkg_core.plots import plot_rank_distribution, plot_recall_volume
+from meddevkg_core.ranking import PipelineScorer
+from meddevkg_core.rerank import FoldModels
 from meddevkg_dagster.assets.sources import ontology_from_table
 from meddevkg_dagster.lib import evaluation_metadata, table_metadata
-from meddevkg_dagster.resources import DUCKDB_POOL
+from meddevkg_dagster.resources import DUCKDB_POOL, CorpusResource, PipelineConfigResource, home_dir
 
 
 @dg.asset(group_name="graph", pool=DUCKDB_POOL, kinds={"polars", "duckdb"})
 def meddevkg(pma_documents: pl.DataFrame, patents: pl.DataFrame, reranked_links: pl.DataFrame,
              company_dictionary: pl.DataFrame, device_entities: pl.DataFrame, patent_entities: pl.DataFrame,
-             meddevonto: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+             meddevonto: pl.DataFrame, corpus: CorpusResource) -> dg.Output[pl.DataFrame]:
     """The knowledge graph: Device, Patent, Company, Concept nodes and their edges in one table."""
     onto = ontology_from_table(meddevonto)
-    graph = build_graph(pma_documents, patents, reranked_links, company_dictionary, acquisitions_frame(),
+    graph = build_graph(pma_documents, patents, reranked_links, company_dictionary, corpus.resolver().acquisitions,
                         pl.concat([device_entities, patent_entities]), onto.concepts, onto.hierarchy)
     if (bad := dangling_edges(graph)).height:
         raise dg.Failure(f"{bad.height} graph edges point to missing nodes, e.g. {bad['id'][0]}")
@@ -25,10 +35,42 @@ def meddevkg(pma_documents: pl.DataFrame, patents: pl.DataFrame, reranked_links:
     return dg.Output(graph, metadata=table_metadata(graph, **{f"count_{k}": v for k, v in sorted(counts.items())}))
 
 
+def _image(path: Path) -> dg.MetadataValue:
+    encoded = base64.b64encode(path.read_bytes()).decode("ascii")
+    return dg.MetadataValue.md(f"![{path.stem}](data:image/png;base64,{encoded})")
+
+
 @dg.asset(group_name="evaluation", pool=DUCKDB_POOL, kinds={"polars", "duckdb"})
-def link_evaluation(pma_documents: pl.DataFrame, patents: pl.DataFrame, candidate_pool: pl.DataFrame,
-                    reranked_links: pl.DataFrame, gold_links: pl.DataFrame) -> dg.Output[pl.DataFrame]:
-    """Recall on gold of the pool and the link set (out-of-fold), volumes and noise reduction."""
+def link_evaluation(context: dg.AssetExecutionContext, corpus: CorpusResource,
+                    pipeline_config: PipelineConfigResource, pma_documents: pl.DataFrame, patents: pl.DataFrame,
+                    candidate_pool: pl.DataFrame, reranked_links: pl.DataFrame, gold_links: pl.DataFrame,
+                    device_embeddings: pl.DataFrame, patent_embeddings: pl.DataFrame,
+                    device_entities: pl.DataFrame, patent_entities: pl.DataFrame, meddevonto: pl.DataFrame,
+                    cross_encoder_scores: pl.DataFrame, reranker_model: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+    """Recall on gold (out-of-fold) of the pool and the link set, rankings over all pairs, and plots."""
     ev = evaluate_links(candidate_pool, reranked_links, gold_links, pma_documents.height, patents.height)
-    out = pl.DataFrame([ev.model_dump()])
-    return dg.Output(out, metadata=evaluation_metadata(ev))
+    meta = evaluation_metadata(ev)
+    row = ev.model_dump()
+    if gold_links.height:
+        config = pipeline_config.config()
+        matches = company_match_table(pma_documents, patents, corpus.resolver())
+        inputs = stage2_inputs(device_embeddings, patent_embeddings, device_entities, patent_entities, matches,
+                               ontology_from_table(meddevonto), config)
+        ids, pids = inputs.device_ids, inputs.patent_ids
+        scorers = {"pipeline": PipelineScorer(inputs, FoldModels.from_frame(reranker_model), cross_encoder_scores,
+                                              config),
+                   "sbert_cosine": CosineScorer.of(embedding_matrix(device_embeddings)[1],
+                                                   embedding_matrix(patent_embeddings)[1]),
+                   "company_only": CompanyScorer.from_matches(matches, ids, pids)}
+        runs = {name: run_scorer(s, ids, pids, gold_links) for name, s in scorers.items()}
+        plots = home_dir() / "plots"
+        plots.mkdir(parents=True, exist_ok=True)
+        curve_png = plot_recall_volume({k: r.curve for k, r in runs.items()}, plots / "recall_volume.png")
+        ranks_png = plot_rank_distribution({k: r.gold_ranks for k, r in runs.items()}, plots / "rank_distribution.png")
+        ranking = {**runs["pipeline"].metrics, **pairs_for_recall(runs["pipeline"].curve)}
+        row.update({k.replace("@", "_at_"): v for k, v in ranking.items()})
+        meta.update({f"pipeline_{k}": round(v, 4) for k, v in ranking.items() if isinstance(v, float)})
+        meta.update({"recall_volume_plot": _image(curve_png), "rank_distribution_plot": _image(ranks_png),
+                     "plots_dir": dg.MetadataValue.path(str(plots))})
+        context.log.info(f"pipeline ranking on gold devices: {ranking}")
+    return dg.Output(pl.DataFrame([row]), metadata=meta)

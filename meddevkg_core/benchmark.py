@@ -1,0 +1,246 @@
+"""`meddevkg benchmark`: the whole method on a corpus, evaluated leak-free, with baselines and ablations.
+
+Every figure is computed on gold devices out-of-fold (the reranker that scores a device never
+saw it, and its cut-off was chosen on other devices). Rankings cover the whole corpus, so R@K
+and the recall-vs-volume curves are measured over every device x patent pair.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+import polars as pl
+
+from meddevkg_core.baselines import (
+    Bm25Scorer, CompanyScorer, CosineScorer, FusionScorer, Scorer, ScorerRun, TfidfScorer, run_scorer,
+)
+from meddevkg_core.candidates import generate_candidates
+from meddevkg_core.config import PipelineConfig
+from meddevkg_core.corpus import Corpus
+from meddevkg_core.curves import pairs_for_recall
+from meddevkg_core.embeddings import embedding_matrix
+from meddevkg_core.evaluation import evaluate_links
+from meddevkg_core.pipeline import LinkRun, Models, PreparedCorpus, Timer, link, notes, prepare
+from meddevkg_core.plots import plot_rank_distribution, plot_recall_volume
+from meddevkg_core.ranking import PipelineScorer
+from meddevkg_core.report import render_markdown
+
+CATEGORY_RULES: tuple[tuple[str, str], ...] = (
+    ("pacemakers_icds", r"pacemaker|pacing|defibrillat|pulse generator|cardioverter|\bicd\b|\bcrt\b|resynchroni"),
+    ("valves", r"valve|annuloplast|tavr|tavi"),
+    ("stents", r"stent|scaffold"),
+    ("catheters", r"catheter|ablation|guidewire|balloon|angioplast|atherectomy"),
+)
+"""A device's category is the first rule its text matches (lower case), else 'other'.
+
+Order matters: a stent graft is a stent, a pacing lead a pacemaker device; checked first are the
+families whose words are the least ambiguous.
+"""
+
+FIXED_THRESHOLDS = (60.0, 70.0, 80.0, 90.0)
+
+
+def device_category(text: str) -> str:
+    lowered = (text or "").lower()
+    for name, pattern in CATEGORY_RULES:
+        if re.search(pattern, lowered):
+            return name
+    return "other"
+
+
+def ablation_configs(base: PipelineConfig) -> dict[str, PipelineConfig]:
+    """The paper's Table 3/4 variants, each a full Stage 2 + 3 run on the same features."""
+    c = base.candidates
+
+    def with_candidates(**changes) -> PipelineConfig:
+        return base.model_copy(update={"candidates": c.model_copy(update=changes)})
+
+    return {
+        "full": base,
+        "without_company": with_candidates(company_points=0, same_company_min_score=None),
+        "without_vector": with_candidates(vector_bins=(), vector_quantile_bins=(), rescue_vector_points=None),
+        "without_entity": with_candidates(tier_s_points=0.0, tier_a_points=0.0, tier_b_points=0.0,
+                                          rescue_anchor=False),
+        "without_rescue": with_candidates(rescue_vector_points=None, rescue_anchor=False),
+        "entity_uniform_high": with_candidates(entity_weighting="uniform_high"),
+        "entity_uniform_mid": with_candidates(entity_weighting="uniform_mid"),
+        "entity_uniform_low": with_candidates(entity_weighting="uniform_low"),
+        "paper_absolute_vector_bins": with_candidates(vector_mode="absolute"),
+    }
+
+
+def hard_negative_fpr(links: pl.DataFrame, gold: pl.DataFrame) -> dict[str, float | int | None]:
+    """FPR among the pool's non-gold pairs of gold devices (the hard negatives), at the cut-off."""
+    negatives = links.filter(pl.col("fda_id").is_in(gold["fda_id"].implode())).join(
+        gold, on=["fda_id", "pat_id"], how="anti")
+    kept = int(negatives["decision"].sum())
+    return {"hard_negatives": negatives.height, "false_positives": kept,
+            "fpr": kept / negatives.height if negatives.height else None}
+
+
+def labeled_negative_fpr(links: pl.DataFrame, labeled: pl.DataFrame) -> dict[str, float | int | None]:
+    """FPR on a labelled file's negatives; a pair outside the pool counts as rejected."""
+    neg = labeled.filter(pl.col("label") == 0).select("fda_id", "pat_id")
+    if neg.height == 0:
+        return {"labeled_negatives": 0, "fpr": None}
+    kept = neg.join(links.filter(pl.col("decision")), on=["fda_id", "pat_id"], how="semi").height
+    return {"labeled_negatives": neg.height, "false_positives": kept, "fpr": kept / neg.height}
+
+
+def category_recall(devices: pl.DataFrame, run: LinkRun, gold: pl.DataFrame) -> pl.DataFrame:
+    cats = devices.select("fda_id", pl.col("text").map_elements(device_category, return_dtype=pl.String)
+                          .alias("category"))
+    g = gold.join(cats, on="fda_id")
+    in_pool = g.join(run.candidates, on=["fda_id", "pat_id"], how="semi").with_columns(pl.lit(1).alias("pool"))
+    linked = g.join(run.links.filter(pl.col("decision")), on=["fda_id", "pat_id"], how="semi").with_columns(
+        pl.lit(1).alias("linked"))
+    g = (g.join(in_pool.select("fda_id", "pat_id", "pool"), on=["fda_id", "pat_id"], how="left")
+         .join(linked.select("fda_id", "pat_id", "linked"), on=["fda_id", "pat_id"], how="left"))
+    devices_per = cats.group_by("category").len("devices")
+    return (g.group_by("category").agg(pl.col("fda_id").n_unique().alias("gold_devices"),
+                                       pl.len().alias("gold_pairs"),
+                                       pl.col("pool").fill_null(0).mean().alias("pool_recall"),
+                                       pl.col("linked").fill_null(0).mean().alias("link_recall"))
+            .join(devices_per, on="category", how="full", coalesce=True).fill_null(0).sort("category"))
+
+
+@dataclass(frozen=True)
+class BenchmarkResult:
+    report: dict
+    main: LinkRun
+    rankings: pl.DataFrame
+    prepared: PreparedCorpus
+
+
+def _round(x):
+    if isinstance(x, float):
+        return round(x, 4)
+    if isinstance(x, dict):
+        return {k: _round(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_round(v) for v in x]
+    return x
+
+
+def _versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for pkg in ("meddevkg", "polars", "numpy", "xgboost", "scikit-learn", "sentence-transformers", "spacy",
+                "torch", "bm25s", "dagster"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out
+
+
+def baseline_scorers(corpus: Corpus, prepared: PreparedCorpus, device_ids: list[str],
+                     patent_ids: list[str]) -> dict[str, Scorer]:
+    dev_text = dict(corpus.devices.select("fda_id", "text").iter_rows())
+    pat_text = dict(corpus.patents.select("pat_id", "text").iter_rows())
+    dev_texts, pat_texts = [dev_text[d] for d in device_ids], [pat_text[p] for p in patent_ids]
+    d_ids, d_vec = embedding_matrix(prepared.device_embeddings)
+    p_ids, p_vec = embedding_matrix(prepared.patent_embeddings)
+    assert d_ids == device_ids and p_ids == patent_ids
+    tfidf = TfidfScorer.fit(dev_texts, pat_texts)
+    sbert = CosineScorer.of(d_vec, p_vec)
+    company = CompanyScorer.from_matches(prepared.company_matches, device_ids, patent_ids)
+    return {"tfidf": tfidf, "bm25": Bm25Scorer.fit(dev_texts, pat_texts), "sbert_cosine": sbert,
+            "company_only": company, "rrf_sbert_tfidf_company": FusionScorer((sbert, tfidf, company))}
+
+
+def run_benchmark(corpus: Corpus, models: Models, config: PipelineConfig, out: str | Path,
+                  progress: Callable[[str], None] = print) -> BenchmarkResult:
+    """Run, evaluate and write every output of the benchmark contract into `out`."""
+    out = Path(out)
+    (out / "plots").mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    timer = Timer(progress)
+    prepared = prepare(corpus, models, timer)
+    main = link(prepared, models, config, timer)
+    gold = corpus.gold_links
+    device_ids, patent_ids = main.inputs.device_ids, main.inputs.patent_ids
+    n_dev, n_pat = len(device_ids), len(patent_ids)
+    evaluation = evaluate_links(main.candidates, main.links, gold, n_dev, n_pat)
+
+    scorer_runs: dict[str, ScorerRun] = {}
+    pipeline = PipelineScorer(main.inputs, main.models, main.cross_encoder_scores, config)
+    scorer_runs["pipeline"] = timer("rank_all_pairs", run_scorer, pipeline, device_ids, patent_ids, gold)
+    for name, scorer in timer("baselines_fit", baseline_scorers, corpus, prepared, device_ids, patent_ids).items():
+        scorer_runs[name] = timer(f"baseline_{name}", run_scorer, scorer, device_ids, patent_ids, gold)
+
+    quiet = Timer(lambda _: None)
+    ablations = {}
+    for name, cfg in ablation_configs(config).items():
+        run = main if name == "full" else timer(f"ablation_{name}", link, prepared, models, cfg, quiet)
+        ev = evaluate_links(run.candidates, run.links, gold, n_dev, n_pat)
+        ablations[name] = {**_link_figures(ev), **hard_negative_fpr(run.links, gold)}
+    fixed = {}
+    for theta in FIXED_THRESHOLDS:
+        cfg = config.candidates.model_copy(update={"admission_threshold": theta, "same_company_min_score": None})
+        pool = generate_candidates(main.inputs, cfg)
+        ev = evaluate_links(pool, pool.with_columns(pl.lit(True).alias("decision"), pl.lit(True).alias("out_of_fold")),
+                            gold, n_dev, n_pat)
+        fixed[f"S>={theta:g} (+rescue)"] = {"pool_recall": ev.pool_recall, "pool_share_of_pairs": ev.pool_share_of_pairs}
+    fixed["learned (Stage 3)"] = {"pool_recall": evaluation.link_recall, "pool_share_of_pairs": evaluation.link_share_of_pairs}
+
+    plots = {
+        "recall_volume": plot_recall_volume({k: r.curve for k, r in scorer_runs.items()}, out / "plots" / "recall_volume.png"),
+        "rank_distribution": plot_rank_distribution({k: r.gold_ranks for k, r in scorer_runs.items()},
+                                                    out / "plots" / "rank_distribution.png"),
+    }
+    report = _round({
+        "corpus": {"path": str(corpus.root), "devices": n_dev, "patents": n_pat, "pairs": n_dev * n_pat,
+                   "gold_pairs": gold.height, "gold_devices": gold["fda_id"].n_unique(),
+                   "rejected_rows": prepared.rejected.height},
+        "protocol": ("device-grouped folds over gold devices; every gold-device figure is out-of-fold; "
+                     "cut-offs chosen on training devices' own out-of-fold scores (nested)"),
+        "ranking": {name: {**r.metrics, **pairs_for_recall(r.curve)} for name, r in scorer_runs.items()},
+        "link_set": {**_link_figures(evaluation), **hard_negative_fpr(main.links, gold),
+                     "labeled_pairs": labeled_negative_fpr(main.links, corpus.labeled_pairs),
+                     "threshold_full_model": main.models.full.threshold},
+        "ablations": ablations,
+        "fixed_thresholds": fixed,
+        "categories": category_recall(corpus.devices, main, gold).to_dicts(),
+        "category_rules": [list(r) for r in CATEGORY_RULES],
+        "config": json.loads(config.model_dump_json()),
+        "notes": notes(models),
+        "versions": _versions(),
+        "timings_s": {**timer.seconds, "total": round(time.perf_counter() - started, 1)},
+        "plots": {k: str(v.relative_to(out)) for k, v in plots.items()},
+    })
+    rankings = scorer_runs["pipeline"].top.select("fda_id", "pat_id", pl.col("rank").cast(pl.Int32),
+                                                   pl.col("score").cast(pl.Float32))
+    _write(out, main, rankings, report)
+    return BenchmarkResult(report, main, rankings, prepared)
+
+
+def _link_figures(ev) -> dict:
+    return {"pool_size": ev.pool_size, "pool_share_of_pairs": ev.pool_share_of_pairs, "pool_recall": ev.pool_recall,
+            "n_links": ev.n_links, "link_share_of_pairs": ev.link_share_of_pairs, "link_recall": ev.link_recall,
+            "noise_reduction": ev.noise_reduction}
+
+
+def _write(out: Path, main: LinkRun, rankings: pl.DataFrame, report: dict) -> None:
+    """Write every file under a temporary name first, then rename: no half-written outputs."""
+    files = {"candidates.parquet": main.candidates, "links.parquet": main.links, "rankings.parquet": rankings}
+    staged = []
+    for name, df in files.items():
+        tmp = out / f".{name}.tmp"
+        df.write_parquet(tmp)
+        staged.append((tmp, out / name))
+    for name, text in (("report.json", json.dumps(report, indent=2)), ("report.md", render_markdown(report))):
+        tmp = out / f".{name}.tmp"
+        tmp.write_text(text)
+        staged.append((tmp, out / name))
+    for tmp, final in staged:
+        tmp.replace(final)
+
+
+
