@@ -1,0 +1,87 @@
+"""`meddevkg benchmark` on the demo corpus: the output contract and the leak-free protocol."""
+
+import json
+from dataclasses import replace
+
+import polars as pl
+import pytest
+
+from meddevkg_core.benchmark import device_category, run_benchmark
+from meddevkg_core.companies import CompanyResolver
+from meddevkg_core.config import PipelineConfig, RerankConfig
+from meddevkg_core.corpus import read_corpus
+from meddevkg_core.demo import demo_corpus_dir
+from meddevkg_core.embeddings import HashingEncoder
+from meddevkg_core.entities import load_spacy_pipeline
+from meddevkg_core.ontology import load_meddevonto
+from meddevkg_core.pipeline import Models
+
+CONFIG = PipelineConfig(rerank=RerankConfig(n_estimators=30))
+
+
+@pytest.fixture(scope="module")
+def models():
+    return Models(encoder=HashingEncoder(dimension=128), nlp=load_spacy_pipeline(), ontology=load_meddevonto(),
+                  resolver=CompanyResolver.for_corpus(demo_corpus_dir()))
+
+
+@pytest.fixture(scope="module")
+def demo_run(models, tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    return run_benchmark(read_corpus(demo_corpus_dir()), models, CONFIG, out, progress=lambda _: None), out
+
+
+def test_writes_every_file_of_the_contract(demo_run):
+    _, out = demo_run
+    cands = pl.read_parquet(out / "candidates.parquet")
+    assert {"fda_id", "pat_id", "sim", "score_company", "score_vector", "score_entity", "score_total",
+            "admitted_by"} <= set(cands.columns)
+    links = pl.read_parquet(out / "links.parquet")
+    assert {"fda_id", "pat_id", "probability", "decision", "immune", "evidence"} <= set(links.columns)
+    assert links.select("fda_id", "pat_id").equals(cands.select("fda_id", "pat_id"))
+    ranks = pl.read_parquet(out / "rankings.parquet")
+    assert ranks.columns == ["fda_id", "pat_id", "rank", "score"]
+    per_device = ranks.group_by("fda_id").agg(pl.col("rank").sort())
+    assert per_device.height == 29
+    assert all(r == list(range(1, len(r) + 1)) for r in per_device["rank"].to_list())  # 420 patents < 500: all of them
+    report = json.loads((out / "report.json").read_text())
+    for key in ("ranking", "link_set", "ablations", "fixed_thresholds", "categories", "versions", "timings_s"):
+        assert key in report
+    assert {"pipeline", "tfidf", "bm25", "sbert_cosine", "company_only"} <= set(report["ranking"])
+    assert {"without_company", "without_vector", "without_entity", "without_rescue"} <= set(report["ablations"])
+    assert "## Ablations" in (out / "report.md").read_text()
+    assert (out / "plots" / "recall_volume.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_ranking_probabilities_agree_with_the_link_rows(demo_run):
+    result, out = demo_run
+    links = pl.read_parquet(out / "links.parquet").select("fda_id", "pat_id", "probability")
+    ranks = pl.read_parquet(out / "rankings.parquet")
+    joined = links.join(ranks, on=["fda_id", "pat_id"])
+    assert joined.height == links.height
+    assert (joined["probability"] - joined["score"]).abs().max() < 1e-6
+
+
+def test_a_devices_own_gold_does_not_move_its_reported_figures(models, demo_run, tmp_path):
+    """Relabel one gold device's links (others unchanged): its out-of-fold outputs must not change."""
+    _, out = demo_run
+    corpus = read_corpus(demo_corpus_dir())
+    target = corpus.gold_links["fda_id"].sort()[0]
+    own = corpus.gold_links.filter(pl.col("fda_id") == target)
+    others = corpus.patents.join(own, on="pat_id", how="anti")["pat_id"].sort().head(own.height)
+    relabeled = pl.concat([corpus.gold_links.filter(pl.col("fda_id") != target),
+                           pl.DataFrame({"fda_id": [target] * own.height, "pat_id": others})])
+    run_benchmark(replace(corpus, gold_links=relabeled), models, CONFIG, tmp_path, progress=lambda _: None)
+    for name, value in (("links.parquet", "probability"), ("rankings.parquet", "score")):
+        before = pl.read_parquet(out / name).filter(pl.col("fda_id") == target).sort("pat_id")
+        after = pl.read_parquet(tmp_path / name).filter(pl.col("fda_id") == target).sort("pat_id")
+        assert before.select("pat_id", value).equals(after.select("pat_id", value)), name
+
+
+@pytest.mark.parametrize("text,category", [
+    ("Coronary drug-eluting stent system", "stents"), ("Stent graft for abdominal aortic aneurysm", "stents"),
+    ("Transcatheter aortic valve", "valves"), ("Implantable cardioverter defibrillator", "pacemakers_icds"),
+    ("Cardiac ablation catheter", "catheters"), ("Left ventricular assist device", "other"),
+])
+def test_device_categories(text, category):
+    assert device_category(text) == category
