@@ -142,6 +142,14 @@ LINKS = pl.Schema(
 """A scored candidate after Stage 3; `decision` marks membership of the final link set."""
 
 
+def fingerprint() -> str:
+    """A short hash of every declared schema: stores written under another one must be rebuilt."""
+    import hashlib
+
+    declared = sorted((name, str(value)) for name, value in globals().items() if isinstance(value, pl.Schema))
+    return hashlib.sha256(repr(declared).encode()).hexdigest()[:12]
+
+
 def empty(schema: pl.Schema) -> pl.DataFrame:
     return pl.DataFrame(schema=schema)
 

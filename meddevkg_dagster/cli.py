@@ -30,6 +30,31 @@ def _prepare_instance_home() -> Path:
     return dagster_home
 
 
+def ensure_store_schema(db: Path) -> None:
+    """Rebuild a DuckDB store written under other table schemas (older code) before a full run.
+
+    The IO manager replaces partitions with DELETE + INSERT, which fails on a table whose columns
+    changed; a full-graph run rewrites every table, so dropping them first loses nothing.
+    """
+    import duckdb
+
+    from meddevkg_core.schemas import fingerprint
+
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with duckdb.connect(str(db)) as con:
+        con.execute("create schema if not exists meddevkg_meta")
+        con.execute("create table if not exists meddevkg_meta.store (schema_fingerprint varchar)")
+        stamp = con.execute("select schema_fingerprint from meddevkg_meta.store").fetchone()
+        tables = con.execute("select count(*) from information_schema.tables where table_schema = 'meddevkg'").fetchone()[0]
+        if stamp and stamp[0] == fingerprint():
+            return
+        if tables:
+            print(f"{db} was written by another version of the table schemas: rebuilding its tables")
+            con.execute("drop schema if exists meddevkg cascade")
+        con.execute("delete from meddevkg_meta.store")
+        con.execute("insert into meddevkg_meta.store values (?)", [fingerprint()])
+
+
 def materialize_corpus(corpus_dir: Path | None = None) -> dict[str, pl.DataFrame]:
     """Register the corpus's devices as partitions, then run `meddevkg_job` over all of them."""
     import dagster as dg
@@ -54,6 +79,8 @@ def materialize_corpus(corpus_dir: Path | None = None) -> dict[str, pl.DataFrame
         raise SystemExit(f"the instance has device partitions the corpus lacks ({len(set(keys) - set(devices))}); "
                          "use a separate MEDDEVKG_HOME per corpus")
     print(f"registered {len(new)} new device partition(s); {len(keys)} in total")
+    database = defs.resources["io_manager"].database
+    ensure_store_schema(Path(database.get_value() if isinstance(database, dg.EnvVar) else database))
     result = defs.resolve_job_def("meddevkg_job").execute_in_process(
         instance=instance, run_config={"loggers": {"console": {"config": {"log_level": "INFO"}}}}, tags={"dagster/asset_partition_range_start": keys[0],
                                  "dagster/asset_partition_range_end": keys[-1]})
