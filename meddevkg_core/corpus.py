@@ -64,7 +64,7 @@ def find_table(root: Path, name: str) -> Path | None:
     return found[0] if found else None
 
 
-def _read_raw(path: Path) -> pl.DataFrame:
+def read_raw(path: Path) -> pl.DataFrame:
     """Read any supported file with every column as text, so validation sees what was written."""
     try:
         if path.suffix == ".parquet":
@@ -189,7 +189,7 @@ def validate_table(raw: pl.DataFrame, table: str, source: str) -> TableRead:
 
 
 def read_table(path: Path, table: str) -> TableRead:
-    return validate_table(_read_raw(path), table, source=str(path.name))
+    return validate_table(read_raw(path), table, source=str(path.name))
 
 
 def read_corpus(root: str | Path) -> Corpus:

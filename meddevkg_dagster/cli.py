@@ -178,6 +178,18 @@ def _benchmark(args: argparse.Namespace) -> int:
     return 0 if result.report else 1
 
 
+def _pairs_cv(args: argparse.Namespace) -> int:
+    import json
+
+    from meddevkg_core.pair_cv import main_pairs_cv
+
+    report = main_pairs_cv(args.pairs, args.out, args.cross_encoder, args.device, args.hashing,
+                           folds=args.folds, seed=args.seed)
+    print(json.dumps(report, indent=2, default=str))
+    print(f"wrote {args.out}: pair_scores.parquet, report.json")
+    return 0
+
+
 def _add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cross-encoder", default=os.environ.get("MEDDEVKG_CROSS_ENCODER"),
                    help="cross-encoder name or local path (default: none, the feature is then missing)")
@@ -202,6 +214,14 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--config", help="JSON file with a PipelineConfig (default: the documented defaults)")
     _add_model_options(bench)
     bench.set_defaults(func=_benchmark)
+    pcv = sub.add_parser("pairs-cv", help="device-grouped cross-validation of pair classifiers on a labelled pair file")
+    pcv.add_argument("--pairs", required=True, help="file with fda_id, pat_id, device_text, patent_text, label")
+    pcv.add_argument("--out", required=True, help="output directory")
+    pcv.add_argument("--folds", type=int, default=5)
+    pcv.add_argument("--seed", type=int, default=42)
+    pcv.add_argument("--hashing", action="store_true", help="model-free hashing encoder instead of MiniLM (fast dry run)")
+    _add_model_options(pcv)
+    pcv.set_defaults(func=_pairs_cv)
     args = parser.parse_args(argv)
     return args.func(args)
 

@@ -1,0 +1,683 @@
+"""Device-grouped cross-validation of pair classifiers on labelled (device text, patent text) pairs.
+
+Replaces the paper's Step-6 comparison and Step-5a CV (METHOD.md §5.2, §9 items 1-3 and 17):
+folds are grouped by device (devices that share a device text or a patent are kept together, so
+no text is ever on both sides of a split), the split itself never looks at labels, every cut-off
+is chosen on training devices only (nested), and latency excludes model loading.
+
+Every feature is a function of the texts alone. The TF-IDF vocabulary and idf, and the "pool"
+percentiles, are fitted unsupervised on all distinct texts of the input: no label is used, so
+this is transductive but leak-free (deployment has the whole corpus to fit them on too).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+import polars as pl
+import xgboost as xgb
+from scipy import sparse
+from scipy.sparse.csgraph import connected_components
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, TfidfVectorizer
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import (
+    average_precision_score,
+    f1_score,
+    precision_recall_curve,
+    precision_score,
+    recall_score,
+    roc_auc_score,
+)
+from sklearn.pipeline import Pipeline, make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from meddevkg_core import schemas
+from meddevkg_core.config import CandidateConfig, CrossEncoderConfig, RerankConfig
+from meddevkg_core.corpus import read_raw
+from meddevkg_core.cross_encoder import PairScorer, truncate
+from meddevkg_core.embeddings import Encoder
+from meddevkg_core.entities import extract_mentions
+from meddevkg_core.entity_match import DocKeys, doc_keys
+from meddevkg_core.ontology import Ontology
+
+if TYPE_CHECKING:
+    from spacy.language import Language
+
+PAIRS = pl.Schema(
+    {"fda_id": pl.String, "pat_id": pl.String, "device_text": pl.String, "patent_text": pl.String, "label": pl.Int8}
+)
+"""A labelled pair file: the paper's `evaluation_dataset.csv` contract (pair_eval.parquet)."""
+
+ENTITY_FEATURES = ("entity_score", "n_shared_s", "n_shared_a", "n_shared_b", "n_shared_anchor", "entity_overlap")
+LENGTH_FEATURES = ("device_chars", "patent_chars")
+"""One side's text only: they can only tell which devices/patents tend to be gold, a property of
+how the labelled set was sampled (METHOD §9.1), not of the pair. Reported as an ablation."""
+ZERO_SHOT = ("tfidf_cosine", "sbert_cosine", "entity_score", "token_jaccard", "cross_encoder")
+
+_TOKEN = r"(?u)\b[a-zA-Z][a-zA-Z0-9]+\b"
+
+
+# --- input ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PairsRead:
+    pairs: pl.DataFrame  # PAIRS
+    rejected: pl.DataFrame  # schemas.REJECTED_RECORDS
+
+
+def load_pairs(path: str | Path) -> PairsRead:
+    """Valid pairs plus the quarantined rows with their reason (corpus.py's rules: nothing dropped
+    silently; a duplicate (fda_id, pat_id) keeps its first row)."""
+    path = Path(path)
+    raw = read_raw(path)
+    missing = [c for c in PAIRS if c not in raw.columns]
+    if missing:
+        raise ValueError(f"{path}: no column(s) {missing} (columns: {', '.join(raw.columns)})")
+    df = raw.with_row_index("__row__")
+    checks: list[tuple[pl.Expr, pl.Expr]] = []
+    if "__parse_error__" in df.columns:
+        checks.append((pl.col("__parse_error__").is_not_null(), pl.col("__parse_error__")))
+    for col in ("fda_id", "pat_id", "device_text", "patent_text", "label"):
+        checks.append((pl.col(col).is_null() | (pl.col(col).str.strip_chars() == ""), pl.lit(f"missing {col}")))
+    label = pl.col("label").str.strip_chars().str.to_lowercase()
+    checks.append((~label.is_in(["0", "1", "0.0", "1.0", "true", "false"]), pl.lit("label is not 0 or 1")))
+    reason = pl.lit(None, dtype=pl.String)
+    for cond, text in reversed(checks):
+        reason = pl.when(cond).then(text).otherwise(reason)
+    df = df.with_columns(reason.alias("__reason__"))
+    valid_first = pl.when(pl.col("__reason__").is_null()).then(pl.col("__row__")).min().over("fda_id", "pat_id")
+    df = df.with_columns(
+        pl.when(pl.col("__reason__").is_null() & (pl.col("__row__") != valid_first))
+        .then(pl.concat_str([pl.lit("duplicate pair of row "), valid_first.cast(pl.String)]))
+        .otherwise(pl.col("__reason__")).alias("__reason__")
+    )
+    bad = df.filter(pl.col("__reason__").is_not_null())
+    payload = [c for c in raw.columns if not c.startswith("__")]
+    rejected = bad.select(
+        pl.lit(path.name).alias("source"),
+        pl.concat_str([pl.lit("pairs#"), pl.col("__row__").cast(pl.String), pl.lit(":"),
+                       pl.col("fda_id").fill_null(""), pl.lit("|"), pl.col("pat_id").fill_null("")],
+                      ).alias("record_key"),
+        pl.col("__reason__").alias("reason"),
+        pl.struct(payload).struct.json_encode().alias("record"),
+    )
+    good = df.filter(pl.col("__reason__").is_null()).select(
+        pl.col("fda_id").str.strip_chars(), pl.col("pat_id").str.strip_chars(), "device_text", "patent_text",
+        label.is_in(["1", "1.0", "true"]).cast(pl.Int8).alias("label"),
+    )
+    return PairsRead(schemas.conform(good, PAIRS), schemas.conform(rejected, schemas.REJECTED_RECORDS))
+
+
+def read_pairs(path: str | Path) -> pl.DataFrame:
+    """The valid pairs of a parquet/csv/jsonl file; use `load_pairs` to see what was quarantined."""
+    return load_pairs(path).pairs
+
+
+def _check_pairs(pairs: pl.DataFrame) -> pl.DataFrame:
+    missing = [c for c in PAIRS if c not in pairs.columns]
+    if missing:
+        raise ValueError(f"pairs lack column(s) {missing}")
+    pairs = schemas.conform(pairs.select(list(PAIRS)), PAIRS)
+    nulls = pairs.filter(pl.any_horizontal(pl.all().is_null()))
+    if nulls.height:
+        raise ValueError(f"{nulls.height} pair(s) with nulls, e.g. {nulls.row(0)[:2]}; read them with read_pairs")
+    if not pairs["label"].is_in([0, 1]).all():
+        raise ValueError("label must be 0 or 1")
+    dup = pairs.filter(pl.struct("fda_id", "pat_id").is_duplicated())
+    if dup.height:
+        raise ValueError(f"duplicate pairs, e.g. {dup.row(0)[:2]}")
+    return pairs
+
+
+# --- folds ----------------------------------------------------------------------------------
+
+
+def device_groups(pairs: pl.DataFrame) -> np.ndarray:
+    """A group id per pair: devices joined when they share a device text, a patent id or a
+    patent text. Twin device texts (old PMAs named only by product code) or one patent on two
+    devices would otherwise put the same text on both sides of a split."""
+    nodes: dict[tuple[str, str], int] = {}
+
+    def node(kind: str, key: str) -> int:
+        return nodes.setdefault((kind, key), len(nodes))
+
+    rows, cols = [], []
+    for fda, pat, dtext, ptext in pairs.select("fda_id", "pat_id", "device_text", "patent_text").iter_rows():
+        f = node("f", fda)
+        for other in (node("d", dtext), node("i", pat), node("p", ptext)):
+            rows.append(f)
+            cols.append(other)
+    graph = sparse.coo_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(nodes), len(nodes)))
+    _, component = connected_components(graph, directed=False)
+    return component[[nodes[("f", f)] for f in pairs["fda_id"].to_list()]]
+
+
+def assign_folds(groups: np.ndarray, folds: int, seed: int) -> np.ndarray:
+    """Fold per pair from the groups alone, never from labels, so a device's out-of-fold score
+    cannot depend on its own labels even through the split. Largest group first into the
+    lightest fold (balanced pair counts); the seed orders groups of equal size."""
+    ids, sizes = np.unique(groups, return_counts=True)
+    if folds < 2 or len(ids) < folds:
+        raise ValueError(f"need 2 <= folds <= device groups; got {folds} folds for {len(ids)} groups")
+    order = np.random.default_rng(seed).permutation(len(ids))
+    order = order[np.argsort(-sizes[order], kind="stable")]
+    load = np.zeros(folds, np.int64)
+    fold_of_group = np.empty(len(ids), np.int32)
+    for g in order:
+        k = int(np.argmin(load))
+        fold_of_group[g] = k
+        load[k] += sizes[g]
+    return fold_of_group[np.searchsorted(ids, groups)]
+
+
+# --- features -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TextIndex:
+    """Distinct texts of each side and, per pair, which one it uses: every model sees a text once."""
+
+    device_texts: list[str]
+    patent_texts: list[str]
+    device_idx: np.ndarray
+    patent_idx: np.ndarray
+
+
+def text_index(pairs: pl.DataFrame) -> TextIndex:
+    dev = pairs["device_text"].to_list()
+    pat = pairs["patent_text"].to_list()
+    dev_texts, pat_texts = sorted(set(dev)), sorted(set(pat))
+    d_pos = {t: i for i, t in enumerate(dev_texts)}
+    p_pos = {t: i for i, t in enumerate(pat_texts)}
+    return TextIndex(dev_texts, pat_texts, np.array([d_pos[t] for t in dev]), np.array([p_pos[t] for t in pat]))
+
+
+def _pool_percentiles(sim: np.ndarray, idx: TextIndex) -> tuple[np.ndarray, np.ndarray]:
+    """Per pair: the share of pool patents less similar to its device than its patent is, and the
+    share of pool devices less similar to its patent. Corrects for texts that are similar to
+    everything (short generic device names, METHOD §9.7) without using any label."""
+    pair_sim = sim[idx.device_idx, idx.patent_idx]
+    return _share_below(sim, idx.device_idx, pair_sim), _share_below(sim.T, idx.patent_idx, pair_sim)
+
+
+def _share_below(sim: np.ndarray, rows: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """For each pair, the share of row `rows[i]` of `sim` strictly below `values[i]` (one sort per row)."""
+    out = np.empty(len(rows), np.float32)
+    for row in np.unique(rows):
+        mine = rows == row
+        out[mine] = np.searchsorted(np.sort(sim[row]), values[mine], side="left") / sim.shape[1]
+    return out
+
+
+def sbert_features(idx: TextIndex, encoder: Encoder) -> dict[str, np.ndarray]:
+    """Bi-encoder cosine (unit vectors) and its pool percentiles."""
+    dev = np.asarray(encoder.encode(idx.device_texts), np.float32)
+    pat = np.asarray(encoder.encode(idx.patent_texts), np.float32)
+    sim = dev @ pat.T
+    dev_pct, pat_pct = _pool_percentiles(sim, idx)
+    return {"sbert_cosine": sim[idx.device_idx, idx.patent_idx], "sbert_device_pct": dev_pct,
+            "sbert_patent_pct": pat_pct}
+
+
+def tfidf_features(idx: TextIndex) -> dict[str, np.ndarray]:
+    """TF-IDF cosine, idf fitted unsupervised on every distinct text of both sides."""
+    vec = TfidfVectorizer(lowercase=True, token_pattern=_TOKEN, stop_words="english", sublinear_tf=True,
+                          ngram_range=(1, 2), min_df=1, dtype=np.float32)
+    vec.fit(idx.device_texts + idx.patent_texts)
+    sim = (vec.transform(idx.device_texts) @ vec.transform(idx.patent_texts).T).toarray()
+    dev_pct, pat_pct = _pool_percentiles(sim, idx)
+    return {"tfidf_cosine": sim[idx.device_idx, idx.patent_idx], "tfidf_device_pct": dev_pct,
+            "tfidf_patent_pct": pat_pct}
+
+
+def content_tokens(text: str) -> frozenset[str]:
+    return frozenset(t for t in re.findall(_TOKEN, text.lower()) if t not in ENGLISH_STOP_WORDS)
+
+
+def jaccard_features(idx: TextIndex) -> dict[str, np.ndarray]:
+    """Unigram Jaccard of content words (stop words removed), the paper's lexical-overlap measure."""
+    dev = [content_tokens(t) for t in idx.device_texts]
+    pat = [content_tokens(t) for t in idx.patent_texts]
+    out = np.zeros(len(idx.device_idx), np.float32)
+    for i, (d, p) in enumerate(zip(idx.device_idx, idx.patent_idx, strict=True)):
+        union = len(dev[d] | pat[p])
+        out[i] = len(dev[d] & pat[p]) / union if union else 0.0
+    return {"token_jaccard": out}
+
+
+def _doc_id(side: str, text: str) -> str:
+    return side + hashlib.sha1(text.encode("utf-8")).hexdigest()
+
+
+def entity_features(idx: TextIndex, nlp: Language, ontology: Ontology,
+                    cfg: CandidateConfig | None = None) -> dict[str, np.ndarray]:
+    """MedDevOnto tiers per pair: S_entity (best single match, METHOD §2.5) plus what it ignores
+    (§9.10): counts per tier, shared anchor terms, and the summed points of all matches."""
+    cfg = cfg or CandidateConfig()
+    dev_ids = [_doc_id("d", t) for t in idx.device_texts]
+    pat_ids = [_doc_id("p", t) for t in idx.patent_texts]
+    docs = pl.DataFrame({"doc_id": dev_ids + pat_ids, "text": idx.device_texts + idx.patent_texts})
+    keys = doc_keys(extract_mentions(docs, ontology, nlp).mentions, ontology, cfg)
+    cols = {name: np.zeros(len(idx.device_idx), np.float32) for name in ENTITY_FEATURES}
+    cache: dict[tuple[int, int], tuple[float, ...]] = {}
+    for i, (d, p) in enumerate(zip(idx.device_idx.tolist(), idx.patent_idx.tolist(), strict=True)):
+        if (d, p) not in cache:
+            cache[(d, p)] = _pair_entities(keys, dev_ids[d], pat_ids[p], cfg)
+        for name, value in zip(ENTITY_FEATURES, cache[(d, p)], strict=True):
+            cols[name][i] = value
+    return cols
+
+
+def _pair_entities(keys: DocKeys, dev: str, pat: str, cfg: CandidateConfig) -> tuple[float, ...]:
+    shared = keys.keys.get(dev, set()) & keys.keys.get(pat, set())
+    d_fam, p_fam = keys.family.get(dev, {}), keys.family.get(pat, {})
+    # Tier B as in EntityMatcher: a shared parent counts unless both sides hold the same single concept.
+    n_b = sum(1 for parent in set(d_fam) & set(p_fam) if len(d_fam[parent] | p_fam[parent]) >= 2)
+    points = [k.points for k in shared]
+    best = max(points + ([cfg.tier_b_points] if n_b else []) + [0.0])
+    n_s = sum(1 for k in shared if k.tier == "S")
+    n_a = sum(1 for k in shared if k.tier == "A")
+    n_anchor = sum(1 for k in shared if k.tier == "S" and k.core)
+    return best, n_s, n_a, n_b, n_anchor, sum(points) + cfg.tier_b_points * n_b
+
+
+def cross_encoder_features(pairs: pl.DataFrame, scorer: PairScorer, max_chars: int = 1024,
+                           batch_size: int = 32) -> dict[str, np.ndarray]:
+    """Cross-encoder probability per distinct (device text, patent text), cut as in cross_encoder.py."""
+    texts = [(truncate(d, max_chars), truncate(p, max_chars))
+             for d, p in pairs.select("device_text", "patent_text").iter_rows()]
+    distinct = sorted(set(texts), key=lambda t: len(t[0]) + len(t[1]))
+    scores: dict[tuple[str, str], float] = {}
+    for start in range(0, len(distinct), batch_size):
+        chunk = distinct[start:start + batch_size]
+        out = np.asarray(scorer.score(chunk), np.float32).reshape(-1)
+        if out.shape != (len(chunk),):
+            raise ValueError(f"scorer {scorer.model_id} returned {out.shape[0]} scores for {len(chunk)} pairs")
+        scores.update(zip(chunk, out.tolist(), strict=True))
+    return {"cross_encoder": np.array([scores[t] for t in texts], np.float32)}
+
+
+def length_features(idx: TextIndex) -> dict[str, np.ndarray]:
+    dev = np.array([len(t) for t in idx.device_texts], np.float32)
+    pat = np.array([len(t) for t in idx.patent_texts], np.float32)
+    return {"device_chars": dev[idx.device_idx], "patent_chars": pat[idx.patent_idx]}
+
+
+def pair_features(pairs: pl.DataFrame, encoder: Encoder, nlp: Language | None, ontology: Ontology | None,
+                  cross_encoder: PairScorer | None = None, cross_encoder_cfg: CrossEncoderConfig | None = None,
+                  ) -> tuple[pl.DataFrame, dict[str, float]]:
+    """Every feature of every pair (no label is read) and the seconds each family took.
+
+    Without `nlp`/`ontology` the entity features are skipped (a fast mode for dry runs).
+    """
+    pairs = _check_pairs(pairs)
+    ce_cfg = cross_encoder_cfg or CrossEncoderConfig()
+    idx = text_index(pairs)
+    steps: list[tuple[str, Callable[[], dict[str, np.ndarray]]]] = [
+        ("sbert", lambda: sbert_features(idx, encoder)),
+        ("tfidf", lambda: tfidf_features(idx)),
+        ("jaccard", lambda: jaccard_features(idx)),
+        ("lengths", lambda: length_features(idx)),
+    ]
+    if nlp is not None and ontology is not None:
+        steps.append(("entities", lambda: entity_features(idx, nlp, ontology)))
+    if cross_encoder is not None:
+        steps.append(("cross_encoder", lambda: cross_encoder_features(
+            pairs, cross_encoder, ce_cfg.max_chars, ce_cfg.batch_size)))
+    columns: dict[str, np.ndarray] = {}
+    seconds: dict[str, float] = {}
+    for name, step in steps:
+        start = time.perf_counter()
+        columns.update(step())
+        seconds[name] = time.perf_counter() - start
+    frame = pairs.select("fda_id", "pat_id").with_columns(
+        pl.Series(name, np.asarray(values, np.float32), dtype=pl.Float32) for name, values in columns.items()
+    )
+    return frame, seconds
+
+
+# --- scoring and metrics --------------------------------------------------------------------
+
+
+def best_f1_threshold(labels: np.ndarray, scores: np.ndarray) -> tuple[float, float]:
+    """(cut-off, F1) maximising F1 when predicting positive for score >= cut-off."""
+    if labels.sum() == 0 or labels.sum() == len(labels):
+        return float("inf") if labels.sum() == 0 else float("-inf"), 0.0
+    precision, recall, thresholds = precision_recall_curve(labels, scores)
+    p, r = precision[:-1], recall[:-1]
+    f1 = np.divide(2 * p * r, p + r, out=np.zeros_like(p), where=(p + r) > 0)
+    best = int(np.argmax(f1))
+    return float(thresholds[best]), float(f1[best])
+
+
+class Model(Protocol):
+    def predict_proba(self, x: np.ndarray) -> np.ndarray: ...
+
+
+Fitter = Callable[[np.ndarray, np.ndarray], Model]
+
+
+def xgb_fitter(cfg: RerankConfig) -> Fitter:
+    """Stage 3's XGBoost (RerankConfig's hyper-parameters), one thread: the sets are small."""
+
+    def fit(x: np.ndarray, y: np.ndarray) -> Model:
+        model = xgb.XGBClassifier(
+            n_estimators=cfg.n_estimators, max_depth=cfg.max_depth, learning_rate=cfg.learning_rate,
+            subsample=cfg.subsample, colsample_bytree=cfg.colsample_bytree, random_state=cfg.seed,
+            eval_metric="logloss", tree_method="hist", n_jobs=1, base_score=float(np.clip(y.mean(), 0.01, 0.99)))
+        return model.fit(x, y)
+
+    return fit
+
+
+def logistic_fitter(x: np.ndarray, y: np.ndarray) -> Model:
+    """Standardised L2 logistic regression: fewer degrees of freedom than trees for ~2K pairs."""
+    return make_pipeline(StandardScaler(), LogisticRegression(C=1.0, max_iter=5000)).fit(x, y)
+
+
+def _importance(model: Model, names: Sequence[str]) -> np.ndarray:
+    """XGBoost: share of total gain; logistic: |standardised coefficient| share."""
+    if isinstance(model, xgb.XGBClassifier):
+        gain = model.get_booster().get_score(importance_type="total_gain")
+        raw = np.array([gain.get(f"f{i}", 0.0) for i in range(len(names))])
+    elif isinstance(model, Pipeline):
+        raw = np.abs(model[-1].coef_.ravel())
+    else:
+        return np.zeros(len(names))
+    return raw / raw.sum() if raw.sum() > 0 else raw
+
+
+def _oof(x: np.ndarray, y: np.ndarray, fold: np.ndarray, fitter: Fitter) -> tuple[np.ndarray, list[Model | None]]:
+    """Out-of-fold probabilities; a training side with one class predicts its base rate."""
+    scores = np.full(len(y), np.nan)
+    models: list[Model | None] = []
+    for k in range(int(fold.max()) + 1):
+        train, test = fold != k, fold == k
+        if len(np.unique(y[train])) < 2:
+            scores[test] = y[train].mean()
+            models.append(None)
+            continue
+        model = fitter(x[train], y[train])
+        scores[test] = model.predict_proba(x[test])[:, 1]
+        models.append(model)
+    return scores, models
+
+
+@dataclass(frozen=True)
+class LearnedScores:
+    scores: np.ndarray  # out-of-fold probability per pair
+    thresholds: list[float]  # nested cut-off per outer fold
+    importance: dict[str, float]  # mean over the outer-fold models
+
+
+def learned_oof(x: np.ndarray, names: Sequence[str], labels: np.ndarray, groups: np.ndarray, fold: np.ndarray,
+                fitter: Fitter, seed: int) -> LearnedScores:
+    """Out-of-fold probabilities, and per outer fold the F1-optimal cut-off on inner out-of-fold
+    scores of its training devices (the nested step: the held-out fold never picks its cut-off)."""
+    n_folds = int(fold.max()) + 1
+    scores, models = _oof(x, labels, fold, fitter)
+    thresholds = []
+    for k in range(n_folds):
+        train = fold != k
+        inner_groups = groups[train]
+        if len(np.unique(inner_groups)) < 2 or len(np.unique(labels[train])) < 2:
+            thresholds.append(0.5)
+            continue
+        inner = assign_folds(inner_groups, min(max(2, n_folds - 1), len(np.unique(inner_groups))), seed)
+        inner_scores, _ = _oof(x[train], labels[train], inner, fitter)
+        thresholds.append(best_f1_threshold(labels[train], inner_scores)[0])
+    fitted = [m for m in models if m is not None]
+    share = np.mean([_importance(m, names) for m in fitted], axis=0) if fitted else np.zeros(len(names))
+    return LearnedScores(scores.astype(np.float32), thresholds,
+                         {n: round(float(v), 4) for n, v in zip(names, share, strict=True)})
+
+
+def zero_shot_thresholds(scores: np.ndarray, labels: np.ndarray, fold: np.ndarray) -> list[float]:
+    """Per outer fold, the F1-optimal cut-off on the other folds' scores."""
+    return [best_f1_threshold(labels[fold != k], scores[fold != k])[0] for k in range(int(fold.max()) + 1)]
+
+
+def _safe_auc(labels: np.ndarray, scores: np.ndarray) -> float | None:
+    return float(roc_auc_score(labels, scores)) if 0 < labels.sum() < len(labels) else None
+
+
+def scorer_metrics(scores: np.ndarray, labels: np.ndarray, fold: np.ndarray, device: np.ndarray,
+                   thresholds: list[float]) -> dict[str, Any]:
+    """sklearn metrics of out-of-fold scores; `f1` uses each fold's nested cut-off."""
+    predicted = np.zeros(len(labels), bool)
+    for k, cut in enumerate(thresholds):
+        predicted[fold == k] = scores[fold == k] >= cut
+    by_fold = [_safe_auc(labels[fold == k], scores[fold == k]) for k in range(len(thresholds))]
+    by_device = [_safe_auc(labels[device == d], scores[device == d]) for d in np.unique(device)]
+    fold_auc = [a for a in by_fold if a is not None]
+    within = [a for a in by_device if a is not None]
+    cut, best_f1 = best_f1_threshold(labels, scores)
+    return {
+        "roc_auc": round(float(roc_auc_score(labels, scores)), 4),
+        "pr_auc": round(float(average_precision_score(labels, scores)), 4),
+        "roc_auc_fold_mean": round(float(np.mean(fold_auc)), 4) if fold_auc else None,
+        "roc_auc_fold_std": round(float(np.std(fold_auc)), 4) if fold_auc else None,
+        "within_device_roc_auc": round(float(np.mean(within)), 4) if within else None,
+        "n_mixed_devices": len(within),
+        "f1": round(float(f1_score(labels, predicted, zero_division=0.0)), 4),
+        "precision": round(float(precision_score(labels, predicted, zero_division=0.0)), 4),
+        "recall": round(float(recall_score(labels, predicted, zero_division=0.0)), 4),
+        "thresholds": [round(t, 6) for t in thresholds],
+        "best_f1_optimistic": round(best_f1, 4),
+        "best_f1_threshold_optimistic": round(cut, 6),
+    }
+
+
+# --- the run --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PairCvResult:
+    pair_scores: pl.DataFrame  # fda_id, pat_id, label, score, fold, one column per other scorer
+    features: pl.DataFrame  # fda_id, pat_id and every feature
+    report: dict[str, Any]
+
+
+def learned_variants(available: Sequence[str], cfg: RerankConfig) -> dict[str, tuple[list[str], Fitter]]:
+    """The learned scorer (XGBoost, all features; written as `score`) and its comparisons."""
+    pair_only = [f for f in available if f not in LENGTH_FEATURES]
+    variants: dict[str, tuple[list[str], Fitter]] = {
+        "learned": (list(available), xgb_fitter(cfg)),
+        "learned_pair_only": (pair_only, xgb_fitter(cfg)),
+        "learned_no_pool_pct": ([f for f in available if not f.endswith("_pct")], xgb_fitter(cfg)),
+        "learned_logistic": (list(available), logistic_fitter),
+        "learned_logistic_pair_only": (pair_only, logistic_fitter),
+    }
+    if "cross_encoder" in available:
+        variants["learned_no_cross_encoder"] = ([f for f in available if f != "cross_encoder"], xgb_fitter(cfg))
+    return variants
+
+
+@dataclass(frozen=True)
+class _Split:
+    """Every scorer evaluated on one fold assignment."""
+
+    scores: dict[str, np.ndarray]
+    metrics: dict[str, dict[str, Any]]
+    importance: dict[str, dict[str, float]]
+    fit_seconds: dict[str, float]
+
+
+_ZERO_SHOT_FAMILY = {"sbert_cosine": "sbert", "tfidf_cosine": "tfidf", "token_jaccard": "jaccard",
+                     "entity_score": "entities", "cross_encoder": "cross_encoder"}
+
+
+def _evaluate(features: pl.DataFrame, labels: np.ndarray, groups: np.ndarray, device: np.ndarray,
+              fold: np.ndarray, seed: int, cfg: RerankConfig, feature_seconds: dict[str, float]) -> _Split:
+    names = [c for c in features.columns if c not in ("fda_id", "pat_id")]
+    n = len(labels)
+    scores: dict[str, np.ndarray] = {}
+    metrics: dict[str, dict[str, Any]] = {}
+    for name in (z for z in ZERO_SHOT if z in names):
+        values = features[name].to_numpy().astype(np.float64)
+        scores[name] = values
+        metrics[name] = {"kind": "zero-shot", **scorer_metrics(
+            values, labels, fold, device, zero_shot_thresholds(values, labels, fold)),
+            "ms_per_pair": round(1000 * feature_seconds[_ZERO_SHOT_FAMILY[name]] / n, 3)}
+    importance: dict[str, dict[str, float]] = {}
+    fit_seconds: dict[str, float] = {}
+    for variant, (used, fitter) in learned_variants(names, cfg).items():
+        start = time.perf_counter()
+        x = features.select(pl.col(c).cast(pl.Float64) for c in used).to_numpy()
+        learned = learned_oof(x, used, labels, groups, fold, fitter, seed)
+        fit_seconds[variant] = time.perf_counter() - start
+        scores[variant] = learned.scores
+        metrics[variant] = {"kind": "learned", **scorer_metrics(
+            learned.scores.astype(np.float64), labels, fold, device, learned.thresholds),
+            "ms_per_pair": round(1000 * sum(feature_seconds.values()) / n, 3), "features": list(used)}
+        importance[variant] = learned.importance
+    return _Split(scores, metrics, importance, fit_seconds)
+
+
+def _repeat_summary(runs: Sequence[_Split]) -> dict[str, dict[str, float]]:
+    """Mean and spread over fold assignments: one split of ~250 device groups moves AUC by ~0.01."""
+    out: dict[str, dict[str, float]] = {}
+    for name in runs[0].metrics:
+        row: dict[str, float] = {}
+        for metric in ("roc_auc", "pr_auc", "within_device_roc_auc", "f1"):
+            values = [r.metrics[name][metric] for r in runs if r.metrics[name][metric] is not None]
+            if values:
+                row[f"{metric}_mean"] = round(float(np.mean(values)), 4)
+                row[f"{metric}_std"] = round(float(np.std(values)), 4)
+        out[name] = row
+    return out
+
+
+def run_pairs_cv(pairs: pl.DataFrame, encoder: Encoder, nlp: Language | None, ontology: Ontology | None,
+                 cross_encoder: PairScorer | None = None, folds: int = 5, seed: int = 42, *, repeats: int = 1,
+                 model_cfg: RerankConfig | None = None,
+                 cross_encoder_cfg: CrossEncoderConfig | None = None) -> PairCvResult:
+    """Zero-shot and learned pair scorers, evaluated out of fold on held-out device groups.
+
+    `pair_scores` and `report["scorers"]` come from the split of `seed`; with `repeats` > 1 the
+    CV is rerun on the splits of seed+1, seed+2, ... (features are computed once) and
+    `report["repeated"]` gives each metric's mean and spread.
+    """
+    pairs = _check_pairs(pairs)
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    cfg = (model_cfg or RerankConfig()).model_copy(update={"seed": seed})
+    labels = pairs["label"].to_numpy().astype(np.int32)
+    if labels.sum() < 2 or labels.sum() == len(labels):
+        raise ValueError(f"need positives and negatives; got {int(labels.sum())} positives of {len(labels)}")
+    groups = device_groups(pairs)
+    fold = assign_folds(groups, folds, seed)
+    features, seconds = pair_features(pairs, encoder, nlp, ontology, cross_encoder, cross_encoder_cfg)
+    device = pairs["fda_id"].to_numpy()
+    runs = [_evaluate(features, labels, groups, device, fold, seed, cfg, seconds)]
+    for r in range(1, repeats):
+        runs.append(_evaluate(features, labels, groups, device, assign_folds(groups, folds, seed + r),
+                              seed + r, cfg, seconds))
+    first = runs[0]
+    extra = {k: v for k, v in first.scores.items() if k != "learned"}
+    out = pairs.select("fda_id", "pat_id", "label").with_columns(
+        pl.Series("score", first.scores["learned"], dtype=pl.Float32),
+        pl.Series("fold", fold, dtype=pl.Int32),
+        *(pl.Series(name, values, dtype=pl.Float32) for name, values in extra.items()),
+    )
+    names = [c for c in features.columns if c not in ("fda_id", "pat_id")]
+    report = {
+        "n_pairs": len(labels),
+        "n_positives": int(labels.sum()),
+        "n_devices": int(pairs["fda_id"].n_unique()),
+        "n_device_groups": int(len(np.unique(groups))),
+        "folds": folds,
+        "seed": seed,
+        "repeats": repeats,
+        "split": "device groups (devices sharing a device text, patent id or patent text form one group), "
+                 "largest first into the lightest fold, seeded among equal sizes; the split never reads labels",
+        "fold_sizes": [{"fold": k, "pairs": int((fold == k).sum()), "positives": int(labels[fold == k].sum()),
+                        "devices": int(len(np.unique(device[fold == k])))} for k in range(folds)],
+        "threshold": "f1/precision/recall: per outer fold, the F1-optimal cut-off chosen on the training folds "
+                     "only (zero-shot: their scores; learned: inner device-grouped out-of-fold scores); "
+                     "best_f1_optimistic: cut-off chosen on the pooled out-of-fold scores themselves (optimistic)",
+        "auc": "roc_auc/pr_auc: pooled out-of-fold scores; roc_auc_fold_*: per held-out fold; "
+               "within_device_roc_auc: mean over devices with both classes, blind to which devices carry gold "
+               "(the sampling artefact of METHOD §9.1)",
+        "unsupervised_fits": "TF-IDF idf and pool percentiles are fitted on all distinct texts of the input, "
+                             "without labels (leak-free, transductive)",
+        "features": names,
+        "scorers": first.metrics,
+        "repeated": _repeat_summary(runs) if repeats > 1 else None,
+        "feature_importance": first.importance,
+        "feature_importance_note": "share of total gain (XGBoost) or of |standardised coefficient| (logistic), "
+                                   "mean over the outer-fold models",
+        "xgboost": cfg.model_dump(include={"n_estimators", "max_depth", "learning_rate", "subsample",
+                                           "colsample_bytree", "seed"}),
+        "models": {"encoder": encoder.model_id,
+                   "cross_encoder": cross_encoder.model_id if cross_encoder is not None else None,
+                   "entities": "spaCy + MedDevOnto" if "entity_score" in names else None},
+        "timings_s": {**{f"features_{k}": round(v, 3) for k, v in seconds.items()},
+                      **{f"cv_{k}": round(v, 3) for k, v in first.fit_seconds.items()}},
+        "latency_note": "ms_per_pair = time to compute the scorer's features over the pair set / n_pairs (all "
+                        "features for learned scorers; the model adds microseconds), model loading excluded; "
+                        "cv_* = training and nested-CV time of one split",
+    }
+    return PairCvResult(pair_scores=out, features=features, report=report)
+
+
+# --- output and CLI -------------------------------------------------------------------------
+
+
+def _atomic_write(path: Path, write: Callable[[Path], None]) -> None:
+    """Write to a hidden sibling then rename: readers see the old file or the new one, never half."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.partial")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_pairs_cv(result: PairCvResult, out_dir: str | Path) -> tuple[Path, Path]:
+    """OUT/pair_scores.parquet and OUT/report.json, each written to a temporary name then renamed."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    scores_path, report_path = out / "pair_scores.parquet", out / "report.json"
+    _atomic_write(scores_path, lambda p: result.pair_scores.write_parquet(p))
+    _atomic_write(report_path, lambda p: p.write_text(json.dumps(result.report, indent=2, sort_keys=False) + "\n"))
+    return scores_path, report_path
+
+
+def main_pairs_cv(pairs_path: str, out: str, cross_encoder: str | None, device: str, hashing: bool, *,
+                  folds: int = 5, seed: int = 42, repeats: int = 5) -> dict:
+    """Load the models, run the CV, write OUT/ and return the report (for the `meddevkg` CLI)."""
+    from meddevkg_core.cross_encoder import load_cross_encoder
+    from meddevkg_core.embeddings import HashingEncoder, load_sentence_encoder
+    from meddevkg_core.entities import load_spacy_pipeline
+    from meddevkg_core.ontology import load_meddevonto
+
+    read = load_pairs(pairs_path)
+    start = time.perf_counter()
+    encoder: Encoder = HashingEncoder() if hashing else load_sentence_encoder(device=device)
+    nlp = load_spacy_pipeline()
+    ontology = load_meddevonto()
+    ce_cfg = CrossEncoderConfig(model=cross_encoder)
+    scorer = load_cross_encoder(ce_cfg, device=device)
+    loading = time.perf_counter() - start
+    result = run_pairs_cv(read.pairs, encoder, nlp, ontology, scorer, folds, seed, repeats=repeats,
+                          cross_encoder_cfg=ce_cfg)
+    report = {**result.report, "input": {"path": str(pairs_path), "rows_valid": read.pairs.height,
+                                         "rows_quarantined": read.rejected.height,
+                                         "quarantine_examples": read.rejected.head(5).to_dicts()}}
+    report["timings_s"] = {"model_loading": round(loading, 3), **report["timings_s"]}
+    final = PairCvResult(result.pair_scores, result.features, report)
+    write_pairs_cv(final, out)
+    return report

@@ -1,0 +1,278 @@
+"""Device-grouped pair CV on a hand-written pair set with the hashing encoder (no model weights)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from sklearn.metrics import average_precision_score, f1_score, roc_auc_score
+
+from meddevkg_core import pair_cv
+from meddevkg_core.config import CandidateConfig
+from meddevkg_core.embeddings import HashingEncoder
+from meddevkg_core.entity_match import EntityMatcher, doc_keys
+
+TOPICS = {
+    "P001": ("Coronary stent system. Balloon-expandable drug-eluting coronary stent for de novo lesions.",
+             ["Drug eluting stent. A coronary stent with a polymer coating eluting drug.",
+              "Stent delivery balloon catheter. A balloon catheter crimps and expands a coronary stent."]),
+    "P002": ("Mechanical heart valve. Bileaflet prosthetic heart valve replacing the aortic valve.",
+             ["Prosthetic heart valve leaflet. A bileaflet mechanical valve with pyrolytic carbon leaflets.",
+              "Aortic valve prosthesis. Heart valve prosthesis with a sewing ring for aortic replacement."]),
+    "P003": ("Implantable pacemaker. Dual chamber pulse generator for cardiac pacing of bradycardia.",
+             ["Cardiac pacing lead. Pacemaker lead with electrode for dual chamber pacing.",
+              "Pulse generator battery. Implantable pulse generator for pacing therapy of bradycardia."]),
+    "P004": ("Implantable cardioverter defibrillator. Delivers defibrillation shocks for ventricular arrhythmia.",
+             ["Defibrillation electrode. Shock electrode for an implantable defibrillator.",
+              "Arrhythmia detection. Defibrillator detects ventricular fibrillation and delivers a shock."]),
+    "P005": ("Left atrial appendage occluder. Percutaneous occluder closes the appendage to prevent stroke.",
+             ["Occlusion device. Braided occluder for a left atrial appendage delivered percutaneously.",
+              "Appendage closure. Implant closes the left atrial appendage of the heart."]),
+    "P006": ("Cardiac ablation catheter. Radiofrequency catheter ablation of atrial fibrillation.",
+             ["Ablation electrode catheter. Irrigated tip electrode delivers radiofrequency energy.",
+              "Catheter ablation system. Generator controls radiofrequency ablation of cardiac tissue."]),
+    "P007": ("Endovascular stent graft. Bifurcated aortic graft for abdominal aortic aneurysm repair.",
+             ["Bifurcated stent graft. Endovascular graft excludes an abdominal aortic aneurysm.",
+              "Graft delivery system. Sheath deploys an aortic stent graft in the aneurysm."]),
+    "P008": ("Pulse oximeter sensor. Optical sensor measures blood oxygen saturation on the finger.",
+             ["Oximetry sensor. Light emitting sensor measures oxygen saturation of blood.",
+              "Finger clip oximeter. Photodetector sensor clips to the finger for pulse oximetry."]),
+}
+
+
+def synthetic_pairs() -> pl.DataFrame:
+    """Per device its 2 own patents (label 1) and 3 negatives: a variant of another topic's patent
+    with its own id and text, so no text is shared and each device is its own group."""
+    ids = list(TOPICS)
+    rows = []
+    for i, fda in enumerate(ids):
+        text, patents = TOPICS[fda]
+        for j, pat in enumerate(patents):
+            rows.append((fda, f"{fda}-{j}", text, pat, 1))
+        for k in (1, 3, 5):
+            other = ids[(i + k) % len(ids)]
+            rows.append((fda, f"N{fda}-{k}", text, f"{TOPICS[other][1][i % 2]} Variant {k} of {fda}.", 0))
+    return pl.DataFrame(rows, schema=pair_cv.PAIRS, orient="row")
+
+
+@pytest.fixture(scope="module")
+def pairs() -> pl.DataFrame:
+    return synthetic_pairs()
+
+
+@pytest.fixture(scope="module")
+def result(pairs: pl.DataFrame) -> pair_cv.PairCvResult:
+    return pair_cv.run_pairs_cv(pairs, HashingEncoder(), None, None, folds=4, seed=3)
+
+
+# --- reading --------------------------------------------------------------------------------
+
+
+def test_read_pairs_quarantines_bad_rows(tmp_path: Path):
+    path = tmp_path / "pairs.csv"
+    path.write_text(
+        "fda_id,pat_id,device_text,patent_text,label\n"
+        "P1,11,stent,coronary stent,1\n"
+        "P1,12,stent,,0\n"
+        "P2,13,valve,heart valve,2\n"
+        "P1,11,stent,coronary stent,0\n"
+        "P2,14,valve,mitral valve,0.0\n"
+    )
+    read = pair_cv.load_pairs(path)
+    assert read.pairs.schema == pair_cv.PAIRS
+    assert read.pairs.select("fda_id", "pat_id", "label").rows() == [("P1", "11", 1), ("P2", "14", 0)]
+    reasons = dict(zip(read.rejected["record_key"], read.rejected["reason"], strict=True))
+    assert reasons == {"pairs#1:P1|12": "missing patent_text", "pairs#2:P2|13": "label is not 0 or 1",
+                       "pairs#3:P1|11": "duplicate pair of row 0"}
+    assert pair_cv.read_pairs(path).height == 2
+
+
+def test_read_pairs_parquet_and_jsonl_and_missing_column(tmp_path: Path, pairs: pl.DataFrame):
+    pairs.with_columns(pl.col("label").cast(pl.Int64)).write_parquet(tmp_path / "p.parquet")
+    assert pair_cv.read_pairs(tmp_path / "p.parquet").equals(pairs)
+    jsonl = tmp_path / "p.jsonl"
+    jsonl.write_text('{"fda_id": "P1", "pat_id": 7, "device_text": "a", "patent_text": "b", "label": true}\n'
+                     "not json\n")
+    read = pair_cv.load_pairs(jsonl)
+    assert read.pairs.rows() == [("P1", "7", "a", "b", 1)]
+    assert read.rejected.height == 1 and "invalid JSON" in read.rejected["reason"][0]
+    pairs.drop("label").write_parquet(tmp_path / "nolabel.parquet")
+    with pytest.raises(ValueError, match="label"):
+        pair_cv.read_pairs(tmp_path / "nolabel.parquet")
+
+
+# --- folds ----------------------------------------------------------------------------------
+
+
+def test_groups_join_devices_sharing_a_text():
+    df = pl.DataFrame([("A", "1", "stent", "x", 1), ("B", "2", "stent", "y", 0), ("C", "3", "valve", "x", 0),
+                       ("D", "4", "graft", "z", 1), ("E", "4", "lead", "w", 0)], schema=pair_cv.PAIRS, orient="row")
+    g = pair_cv.device_groups(df)
+    assert g[0] == g[1] == g[2]  # A-B share a device text, A-C a patent text
+    assert g[3] == g[4] and g[3] != g[0]  # D-E share a patent id
+
+
+def test_folds_never_share_a_device_or_text(pairs: pl.DataFrame, result: pair_cv.PairCvResult):
+    scored = result.pair_scores
+    per_device = scored.group_by("fda_id").agg(pl.col("fold").n_unique())
+    assert per_device["fold"].max() == 1
+    joined = scored.join(pairs, on=["fda_id", "pat_id"])
+    for col in ("device_text", "patent_text"):
+        assert joined.group_by(col).agg(pl.col("fold").n_unique())["fold"].max() == 1
+    assert sorted(scored["fold"].unique().to_list()) == [0, 1, 2, 3]
+
+
+def test_assign_folds_is_label_free_and_balanced():
+    groups = np.repeat(np.arange(10), [9, 1, 1, 2, 2, 3, 3, 4, 4, 5])
+    fold = pair_cv.assign_folds(groups, 3, seed=0)
+    assert all(len(np.unique(fold[groups == g])) == 1 for g in range(10))
+    sizes = np.bincount(fold)
+    assert sizes.max() - sizes.min() <= 1
+    with pytest.raises(ValueError, match="folds"):
+        pair_cv.assign_folds(groups, 11, seed=0)
+
+
+def test_pool_percentiles_rank_a_pair_against_every_text_of_the_other_side():
+    idx = pair_cv.TextIndex(["d0", "d1"], ["p0", "p1", "p2"], np.array([0, 0, 1]), np.array([0, 2, 2]))
+    sim = np.array([[0.9, 0.1, 0.5], [0.2, 0.8, 0.3]])
+    dev_pct, pat_pct = pair_cv._pool_percentiles(sim, idx)
+    np.testing.assert_allclose(dev_pct, [2 / 3, 1 / 3, 1 / 3])  # d0: 0.9 beats 2 of 3 patents, 0.5 one
+    np.testing.assert_allclose(pat_pct, [1 / 2, 1 / 2, 0])  # p2: 0.5 beats d1's 0.3, 0.3 beats none
+
+
+# --- out-of-fold property -------------------------------------------------------------------
+
+
+def test_changing_one_devices_labels_never_changes_its_scores(pairs: pl.DataFrame, result: pair_cv.PairCvResult):
+    flipped = pairs.with_columns(
+        pl.when(pl.col("fda_id") == "P003").then(1 - pl.col("label")).otherwise(pl.col("label")).alias("label"))
+    other = pair_cv.run_pairs_cv(flipped, HashingEncoder(), None, None, folds=4, seed=3)
+    score_cols = [c for c in result.pair_scores.columns if c not in ("fda_id", "pat_id", "label", "fold")]
+    assert "score" in score_cols and "learned_logistic" in score_cols
+    mine = pl.col("fda_id") == "P003"
+    before, after = result.pair_scores.filter(mine), other.pair_scores.filter(mine)
+    for col in score_cols:
+        assert before[col].to_list() == after[col].to_list(), col
+    # ... while devices whose training folds held P003 do move: the check has teeth.
+    rest = ~mine & (pl.col("fold") != before["fold"][0])
+    assert result.pair_scores.filter(rest)["score"].to_list() != other.pair_scores.filter(rest)["score"].to_list()
+
+
+# --- metrics ----------------------------------------------------------------------------------
+
+
+def test_metrics_match_sklearn_on_a_toy_case():
+    labels = np.array([0, 0, 1, 1, 0, 1, 0, 1, 0, 0])
+    scores = np.array([0.1, 0.4, 0.35, 0.8, 0.2, 0.9, 0.7, 0.3, 0.05, 0.6])
+    fold = np.array([0, 0, 0, 0, 0, 1, 1, 1, 1, 1])
+    device = np.array(list("abbacddeff"))
+    thresholds = pair_cv.zero_shot_thresholds(scores, labels, fold)
+    m = pair_cv.scorer_metrics(scores, labels, fold, device, thresholds)
+    assert m["roc_auc"] == round(roc_auc_score(labels, scores), 4)
+    assert m["pr_auc"] == round(average_precision_score(labels, scores), 4)
+    predicted = np.where(fold == 0, scores >= thresholds[0], scores >= thresholds[1])
+    assert m["f1"] == round(f1_score(labels, predicted), 4)
+    best = max(f1_score(labels, scores >= t) for t in scores)
+    assert m["best_f1_optimistic"] == round(best, 4)
+    assert m["n_mixed_devices"] == 3  # a, b and d hold both classes
+    within = [roc_auc_score(labels[device == d], scores[device == d]) for d in "abd"]
+    assert m["within_device_roc_auc"] == round(float(np.mean(within)), 4)
+
+
+def test_nested_threshold_comes_from_the_other_folds_only():
+    labels = np.array([1, 1, 0, 0, 1, 1, 0, 0])
+    scores = np.array([0.9, 0.8, 0.3, 0.2, 0.35, 0.3, 0.1, 0.05])
+    fold = np.array([0, 0, 0, 0, 1, 1, 1, 1])
+    t0, t1 = pair_cv.zero_shot_thresholds(scores, labels, fold)
+    assert t0 == pair_cv.best_f1_threshold(labels[4:], scores[4:])[0] == pytest.approx(0.3)
+    assert t1 == pair_cv.best_f1_threshold(labels[:4], scores[:4])[0] == pytest.approx(0.8)
+
+
+# --- report, files, scorers -------------------------------------------------------------------
+
+
+def test_report_lists_every_scorer_with_labelled_metrics(result: pair_cv.PairCvResult, pairs: pl.DataFrame):
+    r = result.report
+    assert (r["n_pairs"], r["n_positives"], r["n_devices"], r["folds"]) == (pairs.height, 16, 8, 4)
+    assert {"tfidf_cosine", "sbert_cosine", "token_jaccard", "learned", "learned_logistic"} <= set(r["scorers"])
+    assert "entity_score" not in r["scorers"]  # no spaCy pipeline given
+    for m in r["scorers"].values():
+        assert {"roc_auc", "pr_auc", "f1", "best_f1_optimistic", "within_device_roc_auc", "ms_per_pair"} <= set(m)
+        assert len(m["thresholds"]) == 4
+    assert "optimistic" in r["threshold"]
+    assert r["scorers"]["learned"]["roc_auc"] == round(
+        roc_auc_score(result.pair_scores["label"], result.pair_scores["score"]), 4)
+
+
+def test_write_pairs_cv_contract(tmp_path: Path, result: pair_cv.PairCvResult):
+    scores_path, report_path = pair_cv.write_pairs_cv(result, tmp_path / "out")
+    written = pl.read_parquet(scores_path)
+    assert written.columns[:4] == ["fda_id", "pat_id", "label", "score"]
+    assert written.equals(result.pair_scores)
+    assert json.loads(report_path.read_text())["n_pairs"] == result.report["n_pairs"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["pair_scores.parquet", "report.json"]
+
+
+@dataclass(frozen=True)
+class WordOverlapScorer:
+    """A stand-in cross-encoder: share of patent words found in the device text."""
+
+    model_id: str = "fake-ce"
+
+    def score(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        out = [len(set(d.lower().split()) & set(p.lower().split())) / max(1, len(p.split())) for d, p in pairs]
+        return np.array(out, np.float32)
+
+
+def test_cross_encoder_is_a_zero_shot_scorer_and_a_feature(pairs: pl.DataFrame):
+    res = pair_cv.run_pairs_cv(pairs, HashingEncoder(), None, None, cross_encoder=WordOverlapScorer(), folds=4)
+    assert "cross_encoder" in res.pair_scores.columns and "cross_encoder" in res.report["features"]
+    assert res.report["scorers"]["cross_encoder"]["kind"] == "zero-shot"
+    assert "learned_no_cross_encoder" in res.report["scorers"]
+    assert res.report["models"]["cross_encoder"] == "fake-ce"
+
+
+def test_run_rejects_unusable_input(pairs: pl.DataFrame):
+    with pytest.raises(ValueError, match="positives"):
+        pair_cv.run_pairs_cv(pairs.with_columns(pl.lit(0, pl.Int8).alias("label")), HashingEncoder(), None, None)
+    with pytest.raises(ValueError, match="folds"):
+        pair_cv.run_pairs_cv(pairs, HashingEncoder(), None, None, folds=9)
+
+
+# --- entity features (spaCy) ------------------------------------------------------------------
+
+
+@pytest.mark.real_model
+def test_entity_features_agree_with_entity_matcher(pairs: pl.DataFrame):
+    from meddevkg_core.entities import extract_mentions, load_spacy_pipeline
+    from meddevkg_core.ontology import load_meddevonto
+
+    nlp, onto, cfg = load_spacy_pipeline(), load_meddevonto(), CandidateConfig()
+    idx = pair_cv.text_index(pairs)
+    feats = pair_cv.entity_features(idx, nlp, onto, cfg)
+    assert feats["entity_score"].max() > 0 and feats["n_shared_anchor"].max() > 0
+    dev_ids = [f"d{i}" for i in range(len(idx.device_texts))]
+    pat_ids = [f"p{i}" for i in range(len(idx.patent_texts))]
+    docs = pl.DataFrame({"doc_id": dev_ids + pat_ids, "text": idx.device_texts + idx.patent_texts})
+    keys = doc_keys(extract_mentions(docs, onto, nlp).mentions, onto, cfg)
+    block = EntityMatcher(keys, keys, pat_ids, cfg).score_block(dev_ids)
+    expected = block.score[idx.device_idx, idx.patent_idx]
+    np.testing.assert_allclose(feats["entity_score"], expected)
+    assert (feats["entity_overlap"] >= feats["entity_score"]).all()
+
+
+@pytest.mark.real_model
+def test_main_pairs_cv_writes_and_returns_the_report(tmp_path: Path, pairs: pl.DataFrame):
+    src = tmp_path / "pairs.parquet"
+    pairs.write_parquet(src)
+    report = pair_cv.main_pairs_cv(str(src), str(tmp_path / "out"), None, "cpu", True, folds=4, repeats=2)
+    assert report["input"]["rows_valid"] == pairs.height and report["input"]["rows_quarantined"] == 0
+    assert "entity_score" in report["scorers"] and report["models"]["cross_encoder"] is None
+    assert report["repeated"]["learned"]["roc_auc_std"] >= 0
+    assert "model_loading" in report["timings_s"]
+    assert json.loads((tmp_path / "out" / "report.json").read_text())["scorers"].keys() == report["scorers"].keys()
