@@ -190,6 +190,28 @@ def _pairs_cv(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_extract(args: argparse.Namespace) -> int:
+    import json
+
+    from meddevkg_core.config import CandidateConfig
+    from meddevkg_core.corpus import read_corpus
+    from meddevkg_core.entities import load_spacy_pipeline
+    from meddevkg_core.extraction_benchmark import format_summary, measure_extraction, read_llm_entities
+    from meddevkg_core.ontology import load_meddevonto
+
+    corpus = read_corpus(args.corpus)
+    llm_path = Path(args.llm_entities or Path(args.corpus) / "gold_pair_llm_entities.parquet")
+    if args.llm_entities and not llm_path.is_file():
+        raise SystemExit(f"{llm_path}: no such file")
+    llm = read_llm_entities(llm_path) if llm_path.is_file() else None
+    result = measure_extraction(corpus, load_meddevonto(), load_spacy_pipeline(), CandidateConfig(), llm,
+                                seed=args.seed, random_pairs_per_device=args.random_pairs,
+                                n_process=args.n_process, timing_runs=args.runs)
+    print(format_summary(result))
+    print(json.dumps(result))
+    return 0
+
+
 def _add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cross-encoder", default=os.environ.get("MEDDEVKG_CROSS_ENCODER"),
                    help="cross-encoder name or local path (default: none, the feature is then missing)")
@@ -222,6 +244,15 @@ def main(argv: list[str] | None = None) -> int:
     pcv.add_argument("--hashing", action="store_true", help="model-free hashing encoder instead of MiniLM (fast dry run)")
     _add_model_options(pcv)
     pcv.set_defaults(func=_pairs_cv)
+    bex = sub.add_parser("bench-extract", help="entity extraction: throughput, coverage, discrimination, LLM recall")
+    bex.add_argument("--corpus", required=True, help="corpus directory (devices, patents, gold_links)")
+    bex.add_argument("--llm-entities", help="LLM entities per gold pair (default: gold_pair_llm_entities.parquet "
+                     "in the corpus directory, if present)")
+    bex.add_argument("--runs", type=int, default=3, help="timed runs per n_process value (median reported)")
+    bex.add_argument("--n-process", type=int, nargs="+", default=[1, 2], help="spaCy process counts to time")
+    bex.add_argument("--random-pairs", type=int, default=20, help="random non-gold pairs per gold device")
+    bex.add_argument("--seed", type=int, default=42)
+    bex.set_defaults(func=_bench_extract)
     args = parser.parse_args(argv)
     return args.func(args)
 
