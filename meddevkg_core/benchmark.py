@@ -55,6 +55,10 @@ def device_category(text: str) -> str:
     return "other"
 
 
+def _other_features_name(base: PipelineConfig) -> str:
+    return "extended_features" if base.rerank.features == "paper" else "paper_9_features"
+
+
 def ablation_configs(base: PipelineConfig) -> dict[str, PipelineConfig]:
     """The paper's Table 3/4 variants, each a full Stage 2 + 3 run on the same features."""
     c = base.candidates
@@ -73,6 +77,8 @@ def ablation_configs(base: PipelineConfig) -> dict[str, PipelineConfig]:
         "entity_uniform_mid": with_candidates(entity_weighting="uniform_mid"),
         "entity_uniform_low": with_candidates(entity_weighting="uniform_low"),
         "paper_absolute_vector_bins": with_candidates(vector_mode="absolute"),
+        _other_features_name(base): base.model_copy(update={"rerank": base.rerank.model_copy(
+            update={"features": "extended" if base.rerank.features == "paper" else "paper"})}),
     }
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
+from typing import Protocol
 
 import numpy as np
 import polars as pl
@@ -16,6 +18,12 @@ import polars as pl
 from meddevkg_core import schemas
 from meddevkg_core.config import Admission, CandidateConfig
 from meddevkg_core.entity_match import EntityMatcher
+
+
+class LexicalScorer(Protocol):
+    """Scores device rows against every patent by words (e.g. TF-IDF cosine), rows as in Stage2Inputs."""
+
+    def score_block(self, device_rows: list[int]) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)
@@ -28,6 +36,24 @@ class Stage2Inputs:
     patent_vectors: np.ndarray
     company_matches: pl.DataFrame  # fda_id, pat_id, match_kind, company_path (matching pairs only)
     entities: EntityMatcher
+    lexical: LexicalScorer | None = None
+
+    @cached_property
+    def patent_moments(self) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and std of each patent's cosine over all devices, exact, without the pair matrix."""
+        return _moments(self.patent_vectors, self.device_vectors)
+
+    @cached_property
+    def device_moments(self) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and std of each device's cosine over all patents (E[x.y], E[(x.y)^2] = x'Cx)."""
+        return _moments(self.device_vectors, self.patent_vectors)
+
+
+def _moments(rows: np.ndarray, others: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    n = max(len(others), 1)
+    mean = rows @ others.mean(axis=0)
+    second = np.einsum("ij,jk,ik->i", rows, (others.T @ others) / n, rows)
+    return mean.astype(np.float32), np.sqrt(np.maximum(second - mean**2, 1e-12)).astype(np.float32)
 
 
 def vector_points(sim: np.ndarray, cfg: CandidateConfig) -> np.ndarray:
@@ -61,6 +87,10 @@ class BlockScores:
     entity_core: np.ndarray
     entity_tier_s: np.ndarray
     entity_matches: np.ndarray
+    company_via_deal: np.ndarray
+    sim_z_device: np.ndarray
+    sim_z_patent: np.ndarray
+    lexical: np.ndarray
 
     @property
     def total(self) -> np.ndarray:
@@ -72,21 +102,29 @@ def score_blocks(inputs: Stage2Inputs, cfg: CandidateConfig, device_ids: list[st
     wanted = inputs.device_ids if device_ids is None else device_ids
     row_of = {d: i for i, d in enumerate(inputs.device_ids)}
     pat_col = {p: j for j, p in enumerate(inputs.patent_ids)}
-    company = inputs.company_matches.select("fda_id", "pat_id")
+    company = inputs.company_matches.select("fda_id", "pat_id", "match_kind")
+    p_mean, p_std = inputs.patent_moments
+    d_mean, d_std = inputs.device_moments
     for start in range(0, len(wanted), cfg.device_block_size):
         block = wanted[start:start + cfg.device_block_size]
-        vecs = inputs.device_vectors[[row_of[d] for d in block]]
+        rows_all = [row_of[d] for d in block]
+        vecs = inputs.device_vectors[rows_all]
         sim = np.clip(vecs @ inputs.patent_vectors.T, -1.0, 1.0).astype(np.float32)
         comp = np.zeros(sim.shape, np.float32)
+        via_deal = np.zeros(sim.shape, bool)
         pairs = company.filter(pl.col("fda_id").is_in(block))
         if pairs.height:
             block_row = {d: i for i, d in enumerate(block)}
             rows = np.fromiter((block_row[d] for d in pairs["fda_id"]), np.int64, pairs.height)
             cols = np.fromiter((pat_col[p] for p in pairs["pat_id"]), np.int64, pairs.height)
             comp[rows, cols] = cfg.company_points
+            via_deal[rows, cols] = (pairs["match_kind"] != "same").to_numpy()
         ent = inputs.entities.score_block(block)
+        lexical = (np.asarray(inputs.lexical.score_block(rows_all), np.float32) if inputs.lexical is not None
+                   else np.full(sim.shape, np.nan, np.float32))
         yield BlockScores(block, sim, comp, vector_points(sim, cfg).astype(np.float32), ent.score, ent.core,
-                          ent.tier_s, ent.matches)
+                          ent.tier_s, ent.matches, via_deal,
+                          (sim - d_mean[rows_all, None]) / d_std[rows_all, None], (sim - p_mean) / p_std, lexical)
 
 
 def admission(scores: BlockScores, cfg: CandidateConfig) -> tuple[np.ndarray, list[Admission]]:
@@ -120,6 +158,10 @@ def block_frame(scores: BlockScores, patent_ids: list[str], rows: np.ndarray, co
         "score_total": scores.total[rows, cols],
         "entity_matches": scores.entity_matches[rows, cols],
         "tier_s_match": scores.entity_tier_s[rows, cols],
+        "company_via_deal": scores.company_via_deal[rows, cols],
+        "sim_z_device": scores.sim_z_device[rows, cols],
+        "sim_z_patent": scores.sim_z_patent[rows, cols],
+        "lexical": scores.lexical[rows, cols],
         "admitted_by": pl.Series(labels[codes].tolist(), dtype=pl.String),
     })
 

@@ -91,8 +91,13 @@ class CandidateConfig(BaseModel, frozen=True):
 
 
 class RerankConfig(BaseModel, frozen=True):
-    """Stage 3: the 9-feature XGBoost classifier, its training set and the decision rule."""
+    """Stage 3: the XGBoost classifier, its training set and the decision rule."""
 
+    features: Literal["paper", "extended"] = Field(
+        default="paper",
+        description="paper: the 9 features of METHOD.md §4.2; extended: plus cosine z-scores, lexical "
+        "similarity, entity match count and the acquisition flag (rerank.EXTENDED_FEATURES).",
+    )
     n_estimators: int = 100
     max_depth: int = 4
     learning_rate: float = 0.1

@@ -15,6 +15,7 @@ from pathlib import Path
 import polars as pl
 
 
+from meddevkg_core.baselines import TfidfScorer
 from meddevkg_core.candidates import Stage2Inputs, generate_candidates
 from meddevkg_core.companies import CompanyResolver, company_match_table
 from meddevkg_core.config import PipelineConfig
@@ -46,13 +47,20 @@ def documents(df: pl.DataFrame, id_col: str) -> pl.DataFrame:
 
 def stage2_inputs(device_embeddings: pl.DataFrame, patent_embeddings: pl.DataFrame,
                   device_mentions: pl.DataFrame, patent_mentions: pl.DataFrame,
-                  company_matches: pl.DataFrame, ontology: Ontology, config: PipelineConfig) -> Stage2Inputs:
+                  company_matches: pl.DataFrame, ontology: Ontology, config: PipelineConfig,
+                  devices: pl.DataFrame | None = None, patents: pl.DataFrame | None = None) -> Stage2Inputs:
+    """Stage-2 inputs aligned by row; with device and patent texts, also a TF-IDF lexical scorer."""
     device_ids, device_vectors = embedding_matrix(device_embeddings)
     patent_ids, patent_vectors = embedding_matrix(patent_embeddings)
     cfg = config.candidates
     matcher = EntityMatcher(doc_keys(device_mentions, ontology, cfg), doc_keys(patent_mentions, ontology, cfg),
                             patent_ids, cfg)
-    return Stage2Inputs(device_ids, device_vectors, patent_ids, patent_vectors, company_matches, matcher)
+    lexical = None
+    if devices is not None and patents is not None:
+        dev_text = dict(devices.select("fda_id", "text").iter_rows())
+        pat_text = dict(patents.select("pat_id", "text").iter_rows())
+        lexical = TfidfScorer.fit([dev_text[d] for d in device_ids], [pat_text[p] for p in patent_ids])
+    return Stage2Inputs(device_ids, device_vectors, patent_ids, patent_vectors, company_matches, matcher, lexical)
 
 
 def rerank(candidates: pl.DataFrame, ce_scores: pl.DataFrame | None, gold: pl.DataFrame,
@@ -119,7 +127,7 @@ def link(prepared: PreparedCorpus, models: Models, config: PipelineConfig, timer
     corpus = prepared.corpus
     inputs = timer("stage2_index", stage2_inputs, prepared.device_embeddings, prepared.patent_embeddings,
                    prepared.device_mentions, prepared.patent_mentions, prepared.company_matches,
-                   models.ontology, config)
+                   models.ontology, config, corpus.devices, corpus.patents)
     pool = timer("candidate_pool", generate_candidates, inputs, config.candidates)
     ce = timer("cross_encoder_scores", score_candidate_pairs, pool, corpus.devices, corpus.patents,
                models.cross_encoder, config.cross_encoder.max_chars, config.cross_encoder.batch_size)

@@ -23,7 +23,15 @@ FEATURES = (
     "score_company", "score_vector", "score_entity", "score_total", "ai_score",
     "has_tiers", "has_rescue", "is_same_company", "sim_raw",
 )
+EXTENDED_FEATURES = FEATURES + ("sim_z_device", "sim_z_patent", "lexical", "entity_matches", "company_via_deal")
+"""The paper's 9 plus where the cosine stands within the device and within the patent (z-scores),
+a lexical similarity, how many entity keys are shared (not only the best one), and whether the
+company match goes through an acquisition (METHOD.md §9 items 7, 10, 13)."""
 RESCUES = (Admission.RESCUE_VECTOR.value, Admission.RESCUE_ANCHOR.value)
+
+
+def feature_names(cfg: RerankConfig) -> tuple[str, ...]:
+    return EXTENDED_FEATURES if cfg.features == "extended" else FEATURES
 
 
 def feature_frame(candidates: pl.DataFrame, ce_scores: pl.DataFrame | None) -> pl.DataFrame:
@@ -41,8 +49,8 @@ def feature_frame(candidates: pl.DataFrame, ce_scores: pl.DataFrame | None) -> p
     )
 
 
-def matrix(features: pl.DataFrame) -> np.ndarray:
-    return features.select(pl.col(f).cast(pl.Float32) for f in FEATURES).to_numpy().astype(np.float32)
+def matrix(features: pl.DataFrame, names: tuple[str, ...] = FEATURES) -> np.ndarray:
+    return features.select(pl.col(f).cast(pl.Float32) for f in names).to_numpy().astype(np.float32)
 
 
 def label_pairs(candidates: pl.DataFrame, gold: pl.DataFrame) -> pl.DataFrame:
@@ -78,6 +86,7 @@ class RerankerModel:
     n_train_pairs: int
     n_train_devices: int
     has_ai_score: bool
+    features: tuple[str, ...] = FEATURES
 
     def predict(self, features: pl.DataFrame) -> np.ndarray:
         if features.height == 0:
@@ -85,14 +94,16 @@ class RerankerModel:
         booster = xgb.Booster()
         booster.load_model(bytearray(self.booster_json, "utf-8"))
         booster.set_param({"nthread": _threads(features.height)})
-        return booster.inplace_predict(matrix(features)).astype(np.float32)
+        return booster.inplace_predict(matrix(features, self.features)).astype(np.float32)
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__)
 
     @staticmethod
     def from_json(text: str) -> RerankerModel:
-        return RerankerModel(**json.loads(text))
+        data = json.loads(text)
+        data["features"] = tuple(data.get("features", FEATURES))
+        return RerankerModel(**data)
 
 
 def _threads(rows: int) -> int:
@@ -107,7 +118,7 @@ def _fit(train: pl.DataFrame, cfg: RerankConfig) -> xgb.XGBClassifier:
         subsample=cfg.subsample, colsample_bytree=cfg.colsample_bytree, random_state=cfg.seed,
         eval_metric="logloss", tree_method="hist", n_jobs=_threads(train.height),
         base_score=float(np.clip(y.mean(), 0.01, 0.99)) if len(y) else 0.5)
-    model.fit(matrix(train), y)
+    model.fit(matrix(train, feature_names(cfg)), y)
     return model
 
 
@@ -122,7 +133,7 @@ def oof_probabilities(labeled: pl.DataFrame, cfg: RerankConfig, folds: int) -> n
         train = training_sample(labeled[train_idx], cfg)
         if train["label"].n_unique() < 2:
             continue
-        prob[test_idx] = _fit(train, cfg).predict_proba(matrix(labeled[test_idx]))[:, 1]
+        prob[test_idx] = _fit(train, cfg).predict_proba(matrix(labeled[test_idx], feature_names(cfg)))[:, 1]
     return prob
 
 
@@ -147,7 +158,7 @@ def train_reranker(labeled: pl.DataFrame, cfg: RerankConfig, inner_folds: int | 
     return RerankerModel(
         booster_json=model.get_booster().save_raw("json").decode("utf-8"), threshold=threshold,
         n_train_pairs=train.height, n_train_devices=train["fda_id"].n_unique(),
-        has_ai_score=bool(labeled["ai_score"].is_not_null().any()),
+        has_ai_score=bool(labeled["ai_score"].is_not_null().any()), features=feature_names(cfg),
     )
 
 

@@ -42,7 +42,7 @@ def candidate_pool(context: dg.AssetExecutionContext, corpus: CorpusResource,
     with stopwatch() as t:
         matches = company_match_table(pma_documents, patents, corpus.resolver())
         inputs = stage2_inputs(device_embeddings, patent_embeddings, device_entities, patent_entities, matches,
-                               ontology_from_table(meddevonto), config)
+                               ontology_from_table(meddevonto), config, pma_documents, patents)
         pool = generate_candidates(inputs, config.candidates, partition_keys(context) or None)
     pairs = pma_documents.height * patents.height
     admitted = dict(pool.group_by("admitted_by").len().iter_rows())

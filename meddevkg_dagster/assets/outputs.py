@@ -55,7 +55,7 @@ def link_evaluation(context: dg.AssetExecutionContext, corpus: CorpusResource,
         config = pipeline_config.config()
         matches = company_match_table(pma_documents, patents, corpus.resolver())
         inputs = stage2_inputs(device_embeddings, patent_embeddings, device_entities, patent_entities, matches,
-                               ontology_from_table(meddevonto), config)
+                               ontology_from_table(meddevonto), config, pma_documents, patents)
         ids, pids = inputs.device_ids, inputs.patent_ids
         scorers = {"pipeline": PipelineScorer(inputs, FoldModels.from_frame(reranker_model), cross_encoder_scores,
                                               config),

@@ -151,8 +151,21 @@ def test_blocks_do_not_change_the_result():
     big = CandidateConfig(device_block_size=64)
     small = CandidateConfig(device_block_size=1)
     a, b = generate_candidates(_inputs(big), big), generate_candidates(_inputs(small), small)
-    assert a.drop("sim").equals(b.drop("sim"))
-    np.testing.assert_allclose(a["sim"].to_numpy(), b["sim"].to_numpy(), atol=1e-6)  # BLAS rounding only
+    floats = ["sim", "sim_z_device", "sim_z_patent", "lexical"]
+    assert a.drop(floats).equals(b.drop(floats))
+    for col in floats:  # BLAS rounding only
+        np.testing.assert_allclose(a[col].to_numpy(), b[col].to_numpy(), atol=1e-5, equal_nan=True)
+
+
+def test_cosine_z_scores_use_exact_moments_without_the_pair_matrix():
+    inputs = _inputs(CandidateConfig())
+    full = inputs.device_vectors @ inputs.patent_vectors.T
+    p_mean, p_std = inputs.patent_moments
+    d_mean, d_std = inputs.device_moments
+    np.testing.assert_allclose(p_mean, full.mean(axis=0), atol=1e-5)
+    np.testing.assert_allclose(p_std, full.std(axis=0), atol=1e-5)
+    np.testing.assert_allclose(d_mean, full.mean(axis=1), atol=1e-5)
+    np.testing.assert_allclose(d_std, full.std(axis=1), atol=1e-5)
 
 
 def test_block_scores_cover_every_pair():
