@@ -212,6 +212,16 @@ def _bench_extract(args: argparse.Namespace) -> int:
     return 0
 
 
+def _company_report(args: argparse.Namespace) -> int:
+    from meddevkg_core.company_report import format_company_report, main_company_report
+
+    report = main_company_report(args.corpus, args.fda_pma, args.out)
+    print(format_company_report(report))
+    if args.out:
+        print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
 def _add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cross-encoder", default=os.environ.get("MEDDEVKG_CROSS_ENCODER"),
                    help="cross-encoder name or local path (default: none, the feature is then missing)")
@@ -253,6 +263,13 @@ def main(argv: list[str] | None = None) -> int:
     bex.add_argument("--random-pairs", type=int, default=20, help="random non-gold pairs per gold device")
     bex.add_argument("--seed", type=int, default=42)
     bex.set_defaults(func=_bench_extract)
+    crep = sub.add_parser("company-report", help="company resolution: FDA sponsor agreement, cross-company gold, "
+                          "extra same-company pairs")
+    crep.add_argument("--corpus", required=True, help="corpus directory (devices, patents, gold_links)")
+    crep.add_argument("--fda-pma", required=True,
+                      help="fdadata_pma.parquet (raw FDA sponsor names and decision dates)")
+    crep.add_argument("--out", help="also write the full report (with its lists) as a JSON file")
+    crep.set_defaults(func=_company_report)
     args = parser.parse_args(argv)
     return args.func(args)
 

@@ -194,10 +194,10 @@ def test_acquirer_patents_count_for_the_acquired_name_at_any_date(default: Compa
 
 def test_chains_resolve_transitively_with_every_step(default: CompanyResolver) -> None:
     m = default.company_relation("ABBOTT", date(2018, 1, 1), "CardioMEMS, Inc.")
-    assert m == CompanyMatch("acquired", "ABBOTT <- ST JUDE MEDICAL (2017-01-04) <- CARDIOMEMS (2014-06-30)")
+    assert m == CompanyMatch("acquired", "ABBOTT <- ST JUDE MEDICAL (2017-01-04) <- CARDIOMEMS (2014-06-02)")
     assert default.company_relation("ABBOTT", date(2015, 1, 1), "CardioMEMS") is None  # St Jude not yet Abbott
     up = default.company_relation("CardioMEMS", None, "Abbott Laboratories")
-    assert up == CompanyMatch("acquirer", "CARDIOMEMS -> ST JUDE MEDICAL (2014-06-30) -> ABBOTT (2017-01-04)")
+    assert up == CompanyMatch("acquirer", "CARDIOMEMS -> ST JUDE MEDICAL (2014-06-02) -> ABBOTT (2017-01-04)")
     r = _resolver([], [("A", "B", date(2010, 1, 1)), ("B", "C", date(2005, 1, 1))])
     chain = CompanyMatch("acquired", "A <- B (2010-01-01) <- C (2005-01-01)")
     assert r.company_relation("A", date(2011, 1, 1), "C") == chain
@@ -244,6 +244,54 @@ def test_patent_matches_if_any_assignee_matches(default: CompanyResolver) -> Non
     assert out.rows() == [("P1", "1", "acquired", "ABBOTT <- ST JUDE MEDICAL (2017-01-04)")]
 
 
+def test_run_together_assignees_split_at_known_companies(default: CompanyResolver) -> None:
+    # the benchmark stores several assignees as one string; a company + an institution splits
+    assert default.assignee_companies("NOVOSTE EMORY UNIVERSITY") == ("NOVOSTE EMORY UNIVERSITY", "NOVOSTE",
+                                                                     "EMORY UNIVERSITY")
+    assert default.assignee_companies("EMORY UNIVERSITY NOVOSTE")[1:] == ("EMORY UNIVERSITY", "NOVOSTE")
+    sorin = default.assignee_companies("SORIN CRM SAS INSERM INSTITUT NATIONAL DE LA SANTE ET DE LA RECHERCHE")
+    assert sorin[1] == "SORIN CRM"
+    # a known name followed by ordinary words is another firm, not two assignees
+    assert default.assignee_companies("SCHNEIDER ELECTRIC USA") == ("SCHNEIDER ELECTRIC USA",)
+    assert default.assignee_companies("MARQUETTE UNIVERSITY") == ("MARQUETTE UNIVERSITY",)
+    assert default.assignee_companies("SMITH AND NEPHEW") == ("SMITH AND NEPHEW",)
+    # known names and aliases are never split; separators still work; garbage yields nothing
+    assert default.assignee_companies("Boston Scientific Scimed, Inc.") == ("BOSTON SCIENTIFIC",)
+    assert default.assignee_companies("Mayo Clinic; St. Jude Medical, Inc. | Mayo Clinic") == ("MAYO CLINIC",
+                                                                                           "ST JUDE MEDICAL")
+    assert default.assignee_companies(None) == () and default.assignee_companies(" ; ... ") == ()
+    # unknown + unknown stays whole; a corpus company of two words or more may be passed as known
+    assert default.assignee_companies("KINETICOR UNIVERSITY OF HAWAII") == ("KINETICOR UNIVERSITY OF HAWAII",)
+    assert default.assignee_companies("LEMAITRE VASCULAR UNIVERSITY OF UTAH", ["LEMAITRE VASCULAR"])[1:] == (
+        "LEMAITRE VASCULAR", "UNIVERSITY OF UTAH")
+    assert default.assignee_companies("CONCEPT UNIVERSITY OF UTAH", ["CONCEPT"]) == ("CONCEPT UNIVERSITY OF UTAH",)
+
+
+def test_former_owner_patents_follow_the_line_it_sold(default: CompanyResolver) -> None:
+    assert default.former_owners is False  # opt-in: off in the shipped resolver (and so in Stage 2)
+    assert default.company_relation("ENDOLOGIX", None, "Boston Scientific Corp.") is None
+    default = default.with_former_owners()
+    assert default.with_former_owners(False).company_relation("STRYKER", None, "MEDTRONIC") is None
+    ovation = default.company_relation("ENDOLOGIX", None, "Boston Scientific Corp.")
+    assert ovation == CompanyMatch("former_owner",
+                                   "ENDOLOGIX <- TRIVASCULAR (2016-02-03) -> BOSTON SCIENTIFIC (2005-04-18)")
+    # dated like the acquisition it extends: an Endologix device approved before 2016 does not get it
+    assert default.company_relation("ENDOLOGIX", date(2012, 10, 5), "BOSTON SCIENTIFIC") is None
+    lifepak = default.company_relation("STRYKER", date(2018, 7, 2), "MEDTRONIC")
+    assert lifepak == CompanyMatch("former_owner", "STRYKER <- PHYSIO CONTROL (2016-12-31) -> MEDTRONIC (1998-09-30)")
+    # Boston Scientific owned TriVascular only until the 2008 sale to TV2
+    assert default.company_relation("BOSTON SCIENTIFIC", date(2006, 1, 1), "TriVascular") is not None
+    assert default.company_relation("BOSTON SCIENTIFIC", date(2012, 1, 1), "TriVascular") is None
+    # co-buyers on the same day are not earlier owners of each other's halves (Guidant 2006)
+    assert default.company_relation("ABBOTT", None, "BOSTON SCIENTIFIC") is None
+    assert default.company_relation("BOSTON SCIENTIFIC", None, "ABBOTT") is None
+    r = _resolver([], [("NEW", "LINE", date(2016, 1, 1)), ("OLD", "LINE", date(2000, 1, 1)),
+                       ("LATER", "LINE", date(2020, 1, 1))]).with_former_owners()
+    assert r.company_relation("NEW", date(2017, 1, 1), "OLD").kind == "former_owner"
+    assert r.company_relation("NEW", date(2017, 1, 1), "LATER") is None  # a later owner is not a former one
+    assert r.company_relation("NEW", date(2021, 1, 1), "OLD") is None  # NEW no longer owns the line
+
+
 # ----------------------------------------------------------------------------- vectorised table
 
 
@@ -265,26 +313,33 @@ def _small_world() -> tuple[CompanyResolver, pl.DataFrame, pl.DataFrame]:
     )
     devices = pl.concat([devices, devices.head(5).with_columns(pl.lit("Delta").alias("applicant"))])  # two names
     patents = pl.DataFrame(
-        {"pat_id": [f"{i}" for i in range(8)],
-         "assignee": ["Alpha", "BETA CORP.", "Delta; Zed", "Omega Ltd", "unknown co", None, "", "Gamma Div. of Beta"]},
+        {"pat_id": [f"{i}" for i in range(10)],
+         "assignee": ["Alpha", "BETA CORP.", "Delta; Zed", "Omega Ltd", "unknown co", None, "", "Gamma Div. of Beta",
+                      "DELTA UNIVERSITY OF SOMEWHERE", "OMEGA ELECTRIC"]},
     )
     return r, devices, patents
 
 
 def _order(m: CompanyMatch) -> tuple[int, int, str]:
-    """Best match first: same, acquired, acquirer; then fewer steps; then the path text."""
-    return {"same": 0, "acquired": 1, "acquirer": 2}[m.kind], m.path.count("<-") + m.path.count("->"), m.path
+    """Best match first: same, acquired, acquirer, former owner; then fewer steps; then the path text."""
+    rank = {"same": 0, "acquired": 1, "acquirer": 2, "former_owner": 3}[m.kind]
+    return rank, m.path.count("<-") + m.path.count("->"), m.path
 
 
-def test_match_table_equals_brute_force() -> None:
+@pytest.mark.parametrize("former_owners", [False, True])
+def test_match_table_equals_brute_force(former_owners: bool) -> None:
     r, devices, patents = _small_world()
+    r = r.with_former_owners(former_owners)
     table = company_match_table(devices, patents, r)
     assert table.schema == COMPANY_MATCHES
     best: dict[tuple[str, str], CompanyMatch] = {}
+    known = {r.resolve(a) for a in devices["applicant"]} - {None}
     for fda_id, applicant, when in devices.iter_rows():
+        dev = r.resolve(applicant)
         for pat_id, assignee in patents.iter_rows():
-            for one in split_assignees(assignee):
-                m = r.company_relation(applicant, when, one)
+            for one in r.assignee_companies(assignee, known):
+                hits = [x for x in (r.reach(dev) if dev else ()) if x.target == one and x.holds(when)]
+                m = CompanyMatch(hits[0].kind, hits[0].path) if hits else None
                 key = (fda_id, pat_id)
                 if m and (key not in best or _order(m) < _order(best[key])):
                     best[key] = m

@@ -1,0 +1,371 @@
+"""Company-resolution figures for a corpus and the raw FDA sponsor names (`meddevkg company-report`).
+
+Three questions (METHOD.md §3.1, §7; issue 5):
+
+1. Sponsor resolution. Joined by PMA number, does the raw FDA sponsor ("St. Jude Medical, Cardiac
+   Rhythm Management Divisi") resolve to the same company as the corpus applicant ("ABBOTT")? The
+   benchmark and FDA file a device under today's owner, so "same company" is the same id or one
+   acquisition lineage (either bought the other); a former owner does not count.
+2. Cross-company gold. Of the gold pairs whose assignee string differs from the applicant string,
+   how many are a company match, in two views:
+   - `stage2`: what Stage 2 scores, `company_match_table(corpus.devices, corpus.patents)`; the
+     benchmark corpus has no decision dates, so the date rules do not bind there;
+   - `dated`: the applicant plus the raw FDA sponsor as names of the device's holder and the FDA
+     decision date of the original PMA, so the dated rules (acquired company counts only for
+     devices approved from the close on) apply.
+   Every pair the dated view misses is listed with its device date, whether Stage 2 recovers it,
+   and the reason. A third figure shows what the opt-in "former_owner" relation would add to
+   Stage 2 (`CompanyResolver.with_former_owners`).
+3. Extra pairs. How many device x patent pairs a company match adds over plain name equality
+   (normalised applicant == normalised assignee), over all pairs.
+
+Pure functions on frames; `main_company_report` does the reading for the CLI.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from meddevkg_core.companies import CompanyResolver, company_match_table, normalize_company, split_assignees
+
+SAME_COMPANY_KINDS = frozenset({"same", "acquired", "acquirer"})
+_MAX_LISTED = 200
+
+
+# --------------------------------------------------------------------------- FDA sponsors
+
+
+def pma_number(col: str | pl.Expr) -> pl.Expr:
+    """'P140031/S085', ' p140031 ' -> 'P140031' (the benchmark fda_id is the original's PMA number)."""
+    expr = pl.col(col) if isinstance(col, str) else col
+    return expr.cast(pl.String).str.strip_chars().str.to_uppercase().str.split("/").list.first()
+
+
+def fda_sponsors(fda_pma: pl.DataFrame) -> pl.DataFrame:
+    """One row per PMA number: raw `sponsor` and `decision_date` of the original approval.
+
+    Input: fdadata_pma columns (`pma_number` or `submission_number`, `sponsor`, `date_decision`,
+    optionally `is_original` / `supplement_number`). A PMA with no original row (fdadata has 270)
+    keeps the sponsor of its latest record and no date: a supplement's date is not the approval's.
+    """
+    if "pma_number" in fda_pma.columns:
+        key = pma_number("pma_number")
+    else:
+        key = pma_number("submission_number")
+    if "is_original" in fda_pma.columns:
+        original = pl.col("is_original").fill_null(False)
+    elif "supplement_number" in fda_pma.columns:
+        original = pl.col("supplement_number").is_null() | (pl.col("supplement_number").str.strip_chars() == "")
+    else:
+        original = ~pl.col("submission_number").str.contains("/")
+    df = fda_pma.select(
+        key.alias("fda_id"),
+        pl.col("sponsor").cast(pl.String).str.strip_chars().alias("sponsor"),
+        pl.col("date_decision").cast(pl.Date).alias("decision_date"),
+        original.alias("_original"),
+    ).filter(pl.col("fda_id").is_not_null() & (pl.col("fda_id") != ""))
+    firsts = (
+        df.filter(pl.col("_original"))
+        .sort("fda_id", "decision_date", nulls_last=True)
+        .unique("fda_id", keep="first", maintain_order=True)
+        .select("fda_id", "sponsor", "decision_date")
+    )
+    rest = (
+        df.join(firsts, on="fda_id", how="anti")
+        .sort("fda_id", "decision_date", nulls_last=False)
+        .unique("fda_id", keep="last", maintain_order=True)
+        .select("fda_id", "sponsor", pl.lit(None, pl.Date).alias("decision_date"))
+    )
+    return pl.concat([firsts, rest]).sort("fda_id")
+
+
+def _devices_with_fda(devices: pl.DataFrame, sponsors: pl.DataFrame) -> pl.DataFrame:
+    """fda_id, applicant, sponsor, decision_date (FDA original's, else the corpus's), one row each."""
+    corpus_date = (pl.col("decision_date").cast(pl.Date) if "decision_date" in devices.columns
+                   else pl.lit(None, pl.Date)).alias("corpus_date")
+    dev = devices.select(pl.col("fda_id").cast(pl.String), pl.col("applicant").cast(pl.String), corpus_date)
+    return (
+        dev.with_columns(pma_number("fda_id").alias("_pma"))
+        .join(sponsors.rename({"fda_id": "_pma"}), on="_pma", how="left")
+        .select("fda_id", "applicant", "sponsor",
+                pl.coalesce("decision_date", "corpus_date").alias("decision_date"))
+    )
+
+
+# --------------------------------------------------------------------------- figures
+
+
+def sponsor_resolution(devices: pl.DataFrame, sponsors: pl.DataFrame, resolver: CompanyResolver) -> dict[str, Any]:
+    """Share of devices (with a raw FDA sponsor) whose sponsor is the applicant's company today."""
+    joined = _devices_with_fda(devices, sponsors)
+    with_sponsor = joined.filter(pl.col("sponsor").is_not_null() & (pl.col("sponsor") != ""))
+    same_id = same_company = 0
+    misses: list[dict[str, Any]] = []
+    for fda_id, applicant, sponsor, _ in with_sponsor.iter_rows():
+        a_id, s_id = resolver.resolve(applicant), resolver.resolve(sponsor)
+        rel = resolver.company_relation(applicant, None, sponsor)
+        same_id += a_id is not None and a_id == s_id
+        if rel is not None and rel.kind in SAME_COMPANY_KINDS:
+            same_company += 1
+        else:
+            misses.append({"fda_id": fda_id, "sponsor": sponsor, "applicant": applicant,
+                           "sponsor_id": s_id, "applicant_id": a_id})
+    n = with_sponsor.height
+    return {
+        "n_devices": joined.height,
+        "n_with_sponsor": n,
+        "n_without_sponsor": joined.height - n,
+        "same_id": same_id,
+        "same_company": same_company,
+        "same_id_share": same_id / n if n else None,
+        "share": same_company / n if n else None,
+        "misses": misses,
+    }
+
+
+def _device_names(joined: pl.DataFrame, with_sponsor: bool) -> pl.DataFrame:
+    """Rows of (fda_id, applicant, decision_date): the corpus applicant, optionally the raw sponsor."""
+    frames = [joined.select("fda_id", "applicant", "decision_date")]
+    if with_sponsor:
+        frames.append(joined.filter(pl.col("sponsor").is_not_null())
+                      .select("fda_id", pl.col("sponsor").alias("applicant"), "decision_date"))
+    return pl.concat(frames)
+
+
+def exact_name_pairs(devices: pl.DataFrame, patents: pl.DataFrame) -> pl.DataFrame:
+    """(fda_id, pat_id) where the normalised applicant equals a normalised assignee (plain equality)."""
+    def keys(names: pl.Series, split: bool) -> pl.DataFrame:
+        rows: list[tuple[str, str]] = []
+        for raw in names.cast(pl.String).drop_nulls().unique().to_list():
+            normalised = (normalize_company(part) for part in (split_assignees(raw) if split else [raw]))
+            rows += [(raw, key) for key in dict.fromkeys(normalised) if key]
+        return pl.DataFrame(rows, schema={"raw": pl.String, "key": pl.String}, orient="row")
+
+    dev = devices.select(pl.col("fda_id").cast(pl.String), pl.col("applicant").cast(pl.String))
+    dev = dev.join(keys(dev["applicant"], split=False), left_on="applicant", right_on="raw").select("fda_id", "key")
+    pat = patents.select(pl.col("pat_id").cast(pl.String), pl.col("assignee").cast(pl.String))
+    pat = pat.join(keys(pat["assignee"], split=True), left_on="assignee", right_on="raw").select("pat_id", "key")
+    return dev.join(pat, on="key").select("fda_id", "pat_id").unique().sort("fda_id", "pat_id")
+
+
+def extra_pairs(devices: pl.DataFrame, patents: pl.DataFrame, matches: pl.DataFrame) -> dict[str, Any]:
+    """Company-match pairs over all device x patent pairs versus plain name equality."""
+    exact = exact_name_pairs(devices, patents)
+    pairs = matches.select("fda_id", "pat_id", "match_kind").unique(["fda_id", "pat_id"])
+    extra = pairs.join(exact, on=["fda_id", "pat_id"], how="anti")
+    by_kind = dict(extra.group_by("match_kind").len().sort("match_kind").iter_rows())
+    return {
+        "all_pairs": devices["fda_id"].n_unique() * patents["pat_id"].n_unique(),
+        "exact_name_pairs": exact.height,
+        "company_pairs": pairs.height,
+        "extra_pairs": extra.height,
+        "extra_by_kind": by_kind,
+        "exact_pairs_lost": exact.join(pairs, on=["fda_id", "pat_id"], how="anti").height,
+    }
+
+
+def cross_company_gold(
+    devices: pl.DataFrame,
+    patents: pl.DataFrame,
+    gold: pl.DataFrame,
+    sponsors: pl.DataFrame,
+    resolver: CompanyResolver,
+) -> dict[str, Any]:
+    """Gold pairs whose assignee string differs from the applicant's: recovered as company matches?
+
+    Returns per view (`stage2`, `dated`, `former_owners` = Stage 2 with that relation switched on)
+    the counts and extra-pair figures, plus the pairs the dated view misses (each with what the
+    undated Stage-2 view says and why).
+    """
+    joined = _devices_with_fda(devices, sponsors)
+    stage2 = company_match_table(devices, patents, resolver)
+    dated = company_match_table(_device_names(joined, with_sponsor=True), patents, resolver)
+    with_former = resolver.with_former_owners()
+    former = company_match_table(devices, patents, with_former)
+    g = (
+        gold.select(pl.col("fda_id").cast(pl.String), pl.col("pat_id").cast(pl.String)).unique()
+        .join(joined, on="fda_id", how="inner")
+        .join(patents.select(pl.col("pat_id").cast(pl.String), pl.col("assignee").cast(pl.String)),
+              on="pat_id", how="inner")
+    )
+    differs = pl.col("applicant").str.strip_chars().str.to_uppercase() != pl.col(
+        "assignee").str.strip_chars().str.to_uppercase()
+    cross = g.filter(differs | pl.col("assignee").is_null() | pl.col("applicant").is_null())
+
+    def hits(table: pl.DataFrame, frame: pl.DataFrame) -> pl.DataFrame:
+        return frame.join(table, on=["fda_id", "pat_id"], how="inner")
+
+    out: dict[str, Any] = {"n_gold": g.height, "n_cross": cross.height}
+    for name, table in (("stage2", stage2), ("dated", dated), ("former_owners", former)):
+        found_all, found_cross = hits(table, g), hits(table, cross)
+        out[name] = {
+            "gold_recovered": found_all.height,
+            "gold_share": found_all.height / g.height if g.height else None,
+            "cross_recovered": found_cross.height,
+            "cross_share": found_cross.height / cross.height if cross.height else None,
+            "cross_by_path": [
+                {"applicant": a, "assignee": s, "match_kind": k, "company_path": p, "n": n}
+                for a, s, k, p, n in found_cross.group_by("applicant", "assignee", "match_kind", "company_path")
+                .len().sort("len", "applicant", descending=[True, False]).iter_rows()
+            ],
+        }
+    out["stage2"].update(extra_pairs(devices, patents, stage2))
+    out["dated"].update(extra_pairs(devices, patents, dated))
+    out["former_owners"].update(extra_pairs(devices, patents, former))
+
+    s2 = cross.join(stage2.select("fda_id", "pat_id", pl.col("company_path").alias("stage2_path")),
+                    on=["fda_id", "pat_id"], how="left")
+    missed = s2.join(dated.select("fda_id", "pat_id"), on=["fda_id", "pat_id"], how="anti").sort(
+        "applicant", "assignee", "fda_id", "pat_id")
+    out["unrecovered"] = [
+        {
+            "fda_id": fda_id, "pat_id": pat_id, "applicant": applicant, "assignee": assignee,
+            "sponsor": sponsor, "decision_date": when.isoformat() if when else None,
+            "stage2_path": s2_path,
+            "reason": _reason(resolver, with_former, applicant, sponsor, assignee, when, s2_path),
+        }
+        for fda_id, applicant, sponsor, when, pat_id, assignee, s2_path in missed.select(
+            "fda_id", "applicant", "sponsor", "decision_date", "pat_id", "assignee", "stage2_path").iter_rows()
+    ]
+    return out
+
+
+def _reason(
+    resolver: CompanyResolver,
+    with_former: CompanyResolver,
+    applicant: str | None,
+    sponsor: str | None,
+    assignee: str | None,
+    when: date | None,
+    stage2_path: str | None,
+) -> str:
+    """Why the dated view has no company match for this pair (computed, never hand-written)."""
+    targets = resolver.assignee_companies(assignee)
+    if not targets:
+        return "assignee resolves to no company"
+
+    def undated(r: CompanyResolver) -> str | None:
+        found = [m for name in (applicant, sponsor) if name
+                 for t in targets if (m := r.company_relation(name, None, t)) is not None]
+        return min(found, key=lambda m: (m.kind != "same", m.path.count("("))).path if found else None
+
+    if (path := undated(resolver)) is not None:
+        return (f"device approved {when.isoformat() if when else '(date unknown)'} before the path "
+                f"{path} holds (a device filed under today's owner but approved earlier)")
+    if (path := undated(with_former)) is not None:
+        when_text = when.isoformat() if when else "(date unknown)"
+        return f"only through the opt-in former-owner relation {path} (device approved {when_text})"
+    if stage2_path:
+        return f"recovered only without dates: {stage2_path}"
+    names = " / ".join(dict.fromkeys(n for n in (resolver.resolve(applicant), resolver.resolve(sponsor)) if n))
+    return f"no ownership relation between {names} and {' + '.join(targets)} in the company tables"
+
+
+def company_report(
+    devices: pl.DataFrame,
+    patents: pl.DataFrame,
+    gold: pl.DataFrame,
+    fda_pma: pl.DataFrame,
+    resolver: CompanyResolver,
+) -> dict[str, Any]:
+    """Every figure of `meddevkg company-report` as one JSON-ready dict."""
+    sponsors = fda_sponsors(fda_pma)
+    sponsor = sponsor_resolution(devices, sponsors, resolver)
+    gold_part = cross_company_gold(devices, patents, gold, sponsors, resolver)
+    s2, dt, fo = gold_part["stage2"], gold_part["dated"], gold_part["former_owners"]
+    return {
+        "sponsor_resolution_share": sponsor["share"],
+        "sponsor_same_id_share": sponsor["same_id_share"],
+        "n_devices": sponsor["n_devices"],
+        "n_devices_with_sponsor": sponsor["n_with_sponsor"],
+        "n_sponsor_misses": len(sponsor["misses"]),
+        "n_gold_pairs": gold_part["n_gold"],
+        "cross_company_gold_pairs": gold_part["n_cross"],
+        "cross_company_gold_recovered": s2["cross_recovered"],
+        "cross_company_gold_recovered_share": s2["cross_share"],
+        "cross_company_gold_recovered_dated": dt["cross_recovered"],
+        "cross_company_gold_recovered_share_dated": dt["cross_share"],
+        "gold_recovered_share": s2["gold_share"],
+        "gold_recovered_share_dated": dt["gold_share"],
+        "all_pairs": s2["all_pairs"],
+        "exact_name_pairs": s2["exact_name_pairs"],
+        "extra_company_pairs": s2["extra_pairs"],
+        "extra_company_pairs_dated": dt["extra_pairs"],
+        "cross_company_gold_recovered_share_with_former_owners": fo["cross_share"],
+        "extra_company_pairs_with_former_owners": fo["extra_pairs"],
+        "detail": {"sponsor": sponsor, "gold": gold_part},
+    }
+
+
+# --------------------------------------------------------------------------- output
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def headline(report: dict[str, Any]) -> dict[str, Any]:
+    """The report without its lists: the one-line JSON summary."""
+    return {k: v for k, v in report.items() if k != "detail"}
+
+
+def format_company_report(report: dict[str, Any]) -> str:
+    """A readable summary with the lists, then the headline figures as one JSON line."""
+    sp, gd = report["detail"]["sponsor"], report["detail"]["gold"]
+    s2, dt, fo = gd["stage2"], gd["dated"], gd["former_owners"]
+    lines = [
+        "company report",
+        f"  sponsor resolution        {_pct(sp['share'])} ({sp['same_company']}/{sp['n_with_sponsor']} devices with a "
+        f"raw FDA sponsor resolve to the applicant's company: same id {sp['same_id']}, acquisition lineage "
+        f"{sp['same_company'] - sp['same_id']}); {sp['n_without_sponsor']} device(s) without an FDA record",
+        f"  cross-company gold        {gd['n_cross']} of {gd['n_gold']} gold pairs have assignee != applicant",
+        f"    Stage 2 (corpus names, corpus dates)   recovered {s2['cross_recovered']} = {_pct(s2['cross_share'])}; "
+        f"all gold {_pct(s2['gold_share'])}",
+        f"    dated (+ raw sponsor, FDA dates)       recovered {dt['cross_recovered']} = {_pct(dt['cross_share'])}; "
+        f"all gold {_pct(dt['gold_share'])}",
+        f"    Stage 2 + former owners (opt-in)       recovered {fo['cross_recovered']} = {_pct(fo['cross_share'])}; "
+        f"extra pairs {fo['extra_pairs']} (Stage 2: {s2['extra_pairs']})",
+        f"  pairs                     {s2['all_pairs']} device x patent; plain name equality {s2['exact_name_pairs']}",
+        f"    Stage 2 company matches {s2['company_pairs']}, extra {s2['extra_pairs']} {s2['extra_by_kind']}, "
+        f"exact pairs lost {s2['exact_pairs_lost']}",
+        f"    dated company matches   {dt['company_pairs']}, extra {dt['extra_pairs']} {dt['extra_by_kind']}, "
+        f"exact pairs lost {dt['exact_pairs_lost']}",
+        "",
+        f"sponsors not resolving to the applicant's company ({len(sp['misses'])}):",
+    ]
+    lines += [f"  {m['fda_id']}  sponsor {m['sponsor']!r} -> {m['sponsor_id']}  |  applicant {m['applicant']!r} -> "
+              f"{m['applicant_id']}" for m in sp["misses"][:_MAX_LISTED]]
+    lines += ["", "cross-company gold recovered (Stage 2 view):"]
+    lines += [f"  {r['n']:>3}  {r['applicant']} / {r['assignee']}: {r['match_kind']} {r['company_path']}"
+              for r in s2["cross_by_path"]]
+    lines += ["", f"cross-company gold not recovered by the dated view ({len(gd['unrecovered'])}):"]
+    lines += [f"  {u['fda_id']} {u['pat_id']}  {u['applicant']} / {u['assignee']}  approved {u['decision_date']}  "
+              f"Stage 2: {'yes' if u['stage2_path'] else 'no'}  - {u['reason']}"
+              for u in gd["unrecovered"][:_MAX_LISTED]]
+    lines += ["", json.dumps(headline(report), default=str)]
+    return "\n".join(lines)
+
+
+def main_company_report(
+    corpus_dir: str | Path, fda_pma_path: str | Path, out: str | Path | None = None
+) -> dict[str, Any]:
+    """Read a corpus directory and fdadata_pma.parquet, compute the report, optionally write it as JSON."""
+    from meddevkg_core.corpus import read_corpus
+
+    corpus = read_corpus(corpus_dir)
+    wanted = ["pma_number", "submission_number", "sponsor", "date_decision", "is_original", "supplement_number"]
+    fda_path = Path(fda_pma_path)
+    columns = [c for c in wanted if c in pl.read_parquet_schema(fda_path)]
+    fda = pl.read_parquet(fda_path, columns=columns)
+    report = company_report(corpus.devices, corpus.patents, corpus.gold_links, fda,
+                            CompanyResolver.for_corpus(corpus_dir))
+    if out is not None:
+        path = Path(out)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(report, indent=2, default=str))
+    return report

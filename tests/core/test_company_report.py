@@ -1,0 +1,184 @@
+"""`meddevkg_core.company_report` on small synthetic frames: every figure checked by hand."""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+
+import polars as pl
+import pytest
+
+from meddevkg_core.companies import CompanyResolver, company_match_table
+from meddevkg_core.company_report import (
+    company_report,
+    cross_company_gold,
+    exact_name_pairs,
+    extra_pairs,
+    fda_sponsors,
+    format_company_report,
+    headline,
+    sponsor_resolution,
+)
+
+
+def _resolver() -> CompanyResolver:
+    """ALPHA bought BETA in 2010; BETA had been owned by GAMMA 2000-2010; 'Alpha Vascular' is ALPHA."""
+    return CompanyResolver.from_frames(
+        pl.DataFrame([("Alpha Vascular", "ALPHA")], schema=["alias", "canonical"], orient="row"),
+        pl.DataFrame(
+            [("ALPHA", "BETA", date(2010, 1, 1)), ("GAMMA", "BETA", date(2000, 1, 1))],
+            schema=["acquirer", "acquired", "close_date"], orient="row",
+        ),
+    )
+
+
+def _fda() -> pl.DataFrame:
+    rows = [
+        ("P000001", "P000001", "Alpha Vascular, Inc.", date(2012, 5, 1), True),
+        ("P000001/S001", "P000001", "Alpha Vascular, Inc.", date(2013, 1, 1), False),
+        ("P000002", "P000002", "Alpha Vascular, Inc.", date(2008, 3, 1), True),  # BETA's, renamed; before 2010
+        ("P000003", "P000003", "Zed Devices LLC", date(2015, 1, 1), True),  # unknown, unrelated sponsor
+        ("P000004/S002", "P000004", "Old Name Inc", date(1990, 1, 1), False),  # no original row
+        ("P000004/S007", "P000004", "Beta Corp.", date(1999, 1, 1), False),
+    ]
+    return pl.DataFrame(rows, schema={"submission_number": pl.String, "pma_number": pl.String, "sponsor": pl.String,
+                                      "date_decision": pl.Date, "is_original": pl.Boolean}, orient="row")
+
+
+def _corpus() -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    devices = pl.DataFrame({"fda_id": ["P000001", "P000002", "p000003", "P000004", "P000005"],
+                            "applicant": ["ALPHA", "ALPHA", "ALPHA", "ALPHA", "UNKNOWN CO"]})
+    patents = pl.DataFrame({
+        "pat_id": ["1", "2", "3", "4", "5", "6", "7"],
+        "assignee": ["ALPHA", "BETA", "GAMMA", "BETA STATE UNIVERSITY OF NOWHERE", "Mayo Clinic; Beta Corp.",
+                     "ZED WIDGETS", None],
+    })
+    gold = pl.DataFrame({
+        "fda_id": ["P000001", "P000001", "P000002", "P000001", "P000001", "p000003", "P000001", "P000004"],
+        "pat_id": ["1", "2", "2", "4", "5", "6", "3", "7"],
+    })
+    return devices, patents, gold
+
+
+# ----------------------------------------------------------------------------- FDA sponsors
+
+
+def test_fda_sponsors_takes_the_original_and_keeps_unknown_dates_unknown() -> None:
+    s = fda_sponsors(_fda())
+    assert s.rows() == [
+        ("P000001", "Alpha Vascular, Inc.", date(2012, 5, 1)),
+        ("P000002", "Alpha Vascular, Inc.", date(2008, 3, 1)),
+        ("P000003", "Zed Devices LLC", date(2015, 1, 1)),
+        ("P000004", "Beta Corp.", None),  # latest sponsor; a supplement date is not the approval date
+    ]
+
+
+def test_fda_sponsors_from_submission_numbers_only() -> None:
+    raw = _fda().drop("pma_number", "is_original").with_columns(pl.col("submission_number").str.to_lowercase())
+    assert fda_sponsors(raw).rows() == fda_sponsors(_fda()).rows()
+
+
+# ----------------------------------------------------------------------------- sponsor resolution
+
+
+def test_sponsor_resolution_counts_same_id_and_lineage() -> None:
+    devices, _, _ = _corpus()
+    out = sponsor_resolution(devices, fda_sponsors(_fda()), _resolver())
+    # P1, P2 alias -> ALPHA (same id); P3 unrelated; P4 BETA bought by ALPHA (lineage); P5 no FDA record
+    assert (out["n_devices"], out["n_with_sponsor"], out["n_without_sponsor"]) == (5, 4, 1)
+    assert (out["same_id"], out["same_company"]) == (2, 3)
+    assert out["share"] == pytest.approx(3 / 4)
+    assert out["misses"] == [{"fda_id": "p000003", "sponsor": "Zed Devices LLC", "applicant": "ALPHA",
+                              "sponsor_id": "ZED DEVICES", "applicant_id": "ALPHA"}]
+
+
+def test_a_former_owner_is_not_the_same_company_today() -> None:
+    r = CompanyResolver.from_frames(
+        pl.DataFrame(schema=["alias", "canonical"]),
+        pl.DataFrame([("NEWCO", "LINE", date(2016, 1, 1)), ("OLDCO", "LINE", date(2000, 1, 1))],
+                     schema=["acquirer", "acquired", "close_date"], orient="row"),
+    ).with_former_owners()
+    devices = pl.DataFrame({"fda_id": ["P1"], "applicant": ["NEWCO"]})
+    sponsors = pl.DataFrame({"fda_id": ["P1"], "sponsor": ["OLDCO"], "decision_date": [date(2018, 1, 1)]})
+    assert r.company_relation("NEWCO", None, "OLDCO").kind == "former_owner"
+    assert sponsor_resolution(devices, sponsors, r)["same_company"] == 0
+
+
+# ----------------------------------------------------------------------------- cross-company gold
+
+
+def test_cross_company_gold_views_dates_and_reasons() -> None:
+    devices, patents, gold = _corpus()
+    out = cross_company_gold(devices, patents, gold, fda_sponsors(_fda()), _resolver())
+    # gold rows whose device and patent exist: 8; the one with applicant == assignee is (P000001, 1)
+    assert (out["n_gold"], out["n_cross"]) == (8, 7)
+    # Stage 2 (no dates in the corpus): BETA x2, run-together BETA+university, '; '-joined BETA.
+    # Not: GAMMA (BETA's former owner, opt-in), ZED WIDGETS (unknown), P000004's patent without assignee.
+    assert out["stage2"]["cross_recovered"] == 4
+    assert out["former_owners"]["cross_recovered"] == 5
+    # dated: P000002 was approved in 2008, before ALPHA bought BETA in 2010 -> refused
+    assert out["dated"]["cross_recovered"] == 3
+    assert out["dated"]["cross_share"] == pytest.approx(3 / 7)
+    missed = {(u["fda_id"], u["pat_id"]): u for u in out["unrecovered"]}
+    assert set(missed) == {("P000002", "2"), ("p000003", "6"), ("P000004", "7"), ("P000001", "3")}
+    late = missed[("P000002", "2")]
+    assert late["decision_date"] == "2008-03-01" and late["stage2_path"] == "ALPHA <- BETA (2010-01-01)"
+    assert "ALPHA <- BETA (2010-01-01)" in late["reason"] and "2008-03-01" in late["reason"]
+    assert missed[("p000003", "6")]["reason"].startswith("no ownership relation")
+    assert missed[("P000004", "7")]["reason"] == "assignee resolves to no company"
+    assert missed[("P000001", "3")]["reason"].startswith("only through the opt-in former-owner relation ALPHA <- BETA")
+    paths = {(r["assignee"], r["company_path"]) for r in out["former_owners"]["cross_by_path"]}
+    assert ("GAMMA", "ALPHA <- BETA (2010-01-01) -> GAMMA (2000-01-01)") in paths
+
+
+def test_unknown_names_never_match_anything_but_themselves() -> None:
+    r = CompanyResolver.from_frames(pl.DataFrame(schema=["alias", "canonical"]), pl.DataFrame(
+        schema={"acquirer": pl.String, "acquired": pl.String, "close_date": pl.Date}))
+    devices = pl.DataFrame({"fda_id": ["P1", "P2", "P3"], "applicant": ["Qux Medical", None, "%%%"]})
+    patents = pl.DataFrame({"pat_id": ["1", "2", "3", "4"],
+                            "assignee": ["QUX MEDICAL INC", "Quux Medical", None, "..."]})
+    table = company_match_table(devices, patents, r)
+    assert table.select("fda_id", "pat_id", "match_kind").rows() == [("P1", "1", "same")]
+    assert extra_pairs(devices, patents, table)["extra_pairs"] == 0
+
+
+def test_extra_pairs_against_plain_name_equality() -> None:
+    devices, patents, _ = _corpus()
+    r = _resolver().with_former_owners()
+    table = company_match_table(devices, patents, r)
+    exact = exact_name_pairs(devices, patents)
+    assert exact.rows() == [("P000001", "1"), ("P000002", "1"), ("P000004", "1"), ("p000003", "1")]
+    out = extra_pairs(devices, patents, table)
+    assert out["all_pairs"] == 5 * 7
+    assert out["exact_name_pairs"] == 4 and out["exact_pairs_lost"] == 0
+    # four ALPHA devices x patents 2, 3, 4, 5 (BETA, GAMMA, BETA + university, '; ' BETA)
+    assert out["extra_pairs"] == 16 and out["company_pairs"] == 20
+    assert out["extra_by_kind"] == {"acquired": 12, "former_owner": 4}
+    brute = {(d, p) for d, p in table.select("fda_id", "pat_id").iter_rows()} - set(exact.rows())
+    assert len(brute) == out["extra_pairs"]
+
+
+def test_report_and_format_end_with_one_json_line() -> None:
+    devices, patents, gold = _corpus()
+    report = company_report(devices, patents, gold, _fda(), _resolver())
+    assert report["sponsor_resolution_share"] == pytest.approx(0.75)
+    assert report["cross_company_gold_recovered_share"] == pytest.approx(4 / 7)
+    assert report["cross_company_gold_recovered_share_dated"] == pytest.approx(3 / 7)
+    assert report["cross_company_gold_recovered_share_with_former_owners"] == pytest.approx(5 / 7)
+    assert report["extra_company_pairs"] == 12 and report["extra_company_pairs_with_former_owners"] == 16
+    text = format_company_report(report)
+    last = json.loads(text.splitlines()[-1])
+    assert last == json.loads(json.dumps(headline(report), default=str))
+    for key in ("sponsor_resolution_share", "cross_company_gold_recovered_share", "extra_company_pairs"):
+        assert key in last
+    assert "Zed Devices LLC" in text and "2008-03-01" in text
+
+
+def test_report_on_an_empty_corpus_does_not_crash() -> None:
+    devices = pl.DataFrame(schema={"fda_id": pl.String, "applicant": pl.String})
+    patents = pl.DataFrame(schema={"pat_id": pl.String, "assignee": pl.String})
+    gold = pl.DataFrame(schema={"fda_id": pl.String, "pat_id": pl.String})
+    report = company_report(devices, patents, gold, _fda(), _resolver())
+    assert report["sponsor_resolution_share"] is None and report["cross_company_gold_recovered_share"] is None
+    assert report["extra_company_pairs"] == 0
+    assert json.loads(format_company_report(report).splitlines()[-1])["all_pairs"] == 0
