@@ -1,0 +1,342 @@
+"""UMLS RRF and MeSH XML readers, and their merge under the shipped MedDevOnto (fixtures: tests/fixtures)."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from meddevkg_core import schemas
+from meddevkg_core.mesh import read_mesh
+from meddevkg_core.ontology import Ontology, load_meddevonto
+from meddevkg_core.terminologies import (
+    Terminology,
+    TerminologyConfig,
+    TerminologyError,
+    break_cycles,
+    load_ontology,
+    merge_terminologies,
+)
+from meddevkg_core.umls import read_umls
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+UMLS_DIR = FIXTURES / "umls"
+MESH_XML = FIXTURES / "mesh" / "desc_sample.xml"
+
+
+@pytest.fixture(scope="module")
+def umls() -> Terminology:
+    return read_umls(UMLS_DIR)
+
+
+@pytest.fixture(scope="module")
+def mesh() -> Terminology:
+    return read_mesh(MESH_XML)
+
+
+@pytest.fixture(scope="module")
+def merged():
+    return load_ontology(TerminologyConfig(umls_dir=UMLS_DIR, mesh_xml=MESH_XML))
+
+
+def _links(t: Terminology | Ontology) -> set[tuple[str, str]]:
+    frame = t.hierarchy if isinstance(t, Ontology) else t.parents
+    return set(frame.iter_rows())
+
+
+def _copy_umls(tmp_path: Path) -> Path:
+    target = tmp_path / "umls"
+    shutil.copytree(UMLS_DIR, target)
+    return target
+
+
+# ------------------------------------------------------------------ UMLS
+
+
+def test_umls_tables_have_the_shipped_ontology_schemas(umls):
+    shipped = load_meddevonto()
+    assert umls.concepts.schema == shipped.concepts.schema == schemas.CONCEPTS
+    assert umls.terms.schema == shipped.terms.schema == schemas.CONCEPT_TERMS
+    assert umls.parents.schema == shipped.hierarchy.schema == schemas.CONCEPT_PARENTS
+    assert umls.rejected.schema == schemas.REJECTED_RECORDS
+
+
+def test_umls_keeps_english_unsuppressed_atoms_of_relevant_types(umls):
+    assert set(umls.concepts["concept_id"]) == {
+        "C0038257", "C0085590", "C0004238", "C0003811",
+        "C9900001", "C9900002", "C9900003", "C9900004", "C9900005", "C9900007"}  # not Heart (T023)
+    terms = set(umls.terms["term"])
+    assert {"Stents", "Stent, device", "Auricular Fibrillation", "LAAO"} <= terms
+    assert not terms & {"Endoprothèses", "Fibrilación atrial"}  # FRE, SPA
+    assert not terms & {"Stent, NOS", "Irrigated catheter, ablation [obsolete]"}  # SUPPRESS O, Y
+    assert umls.terms.filter(pl.col("concept_id") == "C0018787").height == 0
+
+
+def test_umls_preferred_name_type_and_category(umls):
+    rows = {r["concept_id"]: r for r in umls.concepts.iter_rows(named=True)}
+    assert rows["C0038257"]["preferred_name"] == "Stent"  # TS=P, STT=PF, ISPREF=Y, not the MSH "Stents"
+    assert rows["C9900003"]["tui"] == "T074"  # T074 beats T073 Manufactured Object
+    assert (rows["C9900005"]["category"], rows["C9900005"]["weight"]) == ("SUBSTANCE", 0.5)
+    assert (rows["C0004238"]["category"], rows["C9900007"]["category"]) == ("INDICATION", "PROCESS")
+    assert not umls.concepts["is_anchor"].any()
+    assert rows["C0038257"]["source"] == "UMLS MRCONSO (MSH, MTH, SNOMEDCT_US)"
+
+
+def test_mrrel_par_and_chd_direction(umls):
+    # C9900001|..|PAR|C0038257: CUI2 is the parent. C9900001|..|CHD|C9900002: CUI2 is the child.
+    assert _links(umls) == {
+        ("C9900001", "C0038257"),  # coronary stent -> stent
+        ("C9900002", "C9900001"),  # drug-eluting coronary stent -> coronary stent
+        ("C9900003", "C0085590"),  # irrigated ablation catheter -> catheter
+        ("C0004238", "C0003811"),  # atrial fibrillation -> arrhythmia
+    }  # no RO/RB, no suppressed PAR (it would put coronary stent over catheter), no self-loop
+
+
+def test_mrrel_cycle_is_broken_against_the_link_with_fewer_sources(umls):
+    assert umls.rejected.height == 1
+    row = umls.rejected.row(0, named=True)
+    assert (row["source"], row["record_key"]) == ("MRREL.RRF", "C0038257 -> C9900002")
+    assert "cycle" in row["reason"]
+
+
+def test_umls_options(tmp_path):
+    devices_only = read_umls(UMLS_DIR, tuis={"T074"})
+    assert "C0004238" not in set(devices_only.concepts["concept_id"])
+    assert ("C0004238", "C0003811") not in _links(devices_only)
+
+    srl0 = read_umls(UMLS_DIR, max_srl=0)  # drops the SNOMED CT (SRL 9) atoms
+    names = dict(srl0.concepts.select("concept_id", "preferred_name").iter_rows())
+    assert names["C9900001"] == "Coronary artery stent"  # falls back to the remaining atom
+    assert names["C9900002"] == "Drug eluting stent"
+
+    msh_links = read_umls(UMLS_DIR, rel_sabs={"MSH"})
+    assert _links(msh_links) == {("C9900001", "C0038257"), ("C0004238", "C0003811")}
+
+    loose = read_umls(UMLS_DIR, keep_suppressible=True)
+    assert "Stent, NOS" in set(loose.terms["term"])
+    assert ("C0085590", "C9900001") in _links(loose)
+
+    french = read_umls(UMLS_DIR, languages=("FRE",))
+    assert set(french.terms["term"]) == {"Endoprothèses"}
+
+
+def test_terminology_alone_builds_an_ontology(umls):
+    onto = umls.to_ontology()
+    assert onto.lookup("stent device") == onto.lookup("STENTS") == "C0038257"
+    assert onto.ancestors("C9900002") == {"C9900001", "C0038257"}
+
+
+def test_release_directory_with_meta_and_crlf_lines(tmp_path):
+    meta = tmp_path / "2025AA" / "META"
+    meta.mkdir(parents=True)
+    for name in ("MRCONSO.RRF", "MRSTY.RRF", "MRREL.RRF"):
+        (meta / name).write_bytes((UMLS_DIR / name).read_bytes().replace(b"\n", b"\r\n"))
+    t = read_umls(tmp_path / "2025AA")
+    assert t.concepts.equals(read_umls(UMLS_DIR).concepts)
+
+
+def test_malformed_rrf_lines_are_quarantined_with_file_and_line(tmp_path):
+    root = _copy_umls(tmp_path)
+    with (root / "MRCONSO.RRF").open("a", encoding="utf-8") as fh:
+        fh.write("C0030163|ENG|P|L0030163|PF|S0069\n")  # truncated: line 27
+        fh.write("\n")  # blank: line 28
+        fh.write("0030163|ENG|P|L0030163|PF|S0069580|Y|A0116213||||MTH|PN|NOCODE|Pacemaker|0|N|256|\n")
+    t = read_umls(root)
+    bad = t.rejected.filter(pl.col("source") == "MRCONSO.RRF")
+    assert bad["record_key"].to_list() == ["MRCONSO.RRF:27", "MRCONSO.RRF:28", "MRCONSO.RRF:29"]
+    assert bad["reason"][0] == "expected 18 fields each ending in '|', found 5 '|'"
+    assert bad["reason"][2] == "CUI '0030163' is not a CUI (C and 7 digits)"
+    assert bad["record"][0].startswith("C0030163|ENG|P")
+    assert t.concepts.height == read_umls(UMLS_DIR).concepts.height  # the good lines still load
+
+
+def test_strict_mode_raises_naming_file_and_line(tmp_path):
+    root = _copy_umls(tmp_path)
+    with (root / "MRSTY.RRF").open("a", encoding="utf-8") as fh:
+        fh.write("C0030163|T074|A1.3.1.1|Medical Device\n")
+    with pytest.raises(TerminologyError, match=r"MRSTY\.RRF: line 13: expected 6 fields"):
+        read_umls(root, strict=True)
+
+
+def test_missing_rrf_file_is_a_clear_error(tmp_path):
+    root = _copy_umls(tmp_path)
+    (root / "MRREL.RRF").unlink()
+    with pytest.raises(TerminologyError, match=r"MRREL\.RRF: no such file"):
+        read_umls(root)
+
+
+# ------------------------------------------------------------------ MeSH
+
+
+def test_mesh_descriptors_of_the_configured_branches(mesh):
+    assert mesh.concepts.schema == schemas.CONCEPTS and mesh.terms.schema == schemas.CONCEPT_TERMS
+    rows = {r["concept_id"]: r for r in mesh.concepts.iter_rows(named=True)}
+    assert set(rows) == {"MESH:D015607", "MESH:D054855", "MESH:D001145", "MESH:D001281", "MESH:D017115"}
+    assert (rows["MESH:D015607"]["tui"], rows["MESH:D015607"]["category"]) == ("T074", "DEVICE_TYPE")  # E07
+    assert (rows["MESH:D001281"]["tui"], rows["MESH:D001281"]["category"]) == ("T047", "INDICATION")  # C14
+    assert (rows["MESH:D017115"]["tui"], rows["MESH:D017115"]["category"]) == ("T061", "PROCESS")  # E04
+    assert rows["MESH:D001281"]["source"] == "MeSH desc_sample.xml (C14.280.067.198)"  # C23 tree not kept
+    stents = set(mesh.terms.filter(pl.col("concept_id") == "MESH:D015607")["term"])
+    assert stents == {"Stents", "Stent"}  # the nested DescriptorReferredTo is not read as a record
+    assert mesh.rejected.height == 0
+
+
+def test_mesh_parents_come_from_tree_numbers(mesh):
+    assert _links(mesh) == {("MESH:D054855", "MESH:D015607"), ("MESH:D001281", "MESH:D001145")}
+
+
+def test_mesh_first_listed_branch_wins_and_gzip_is_read(tmp_path):
+    t = read_mesh(MESH_XML, branches={"C23": "T046", "C14": "T047"})
+    tuis = dict(t.concepts.select("concept_id", "tui").iter_rows())
+    assert tuis == {"MESH:D001281": "T046", "MESH:D001145": "T047"}
+    packed = tmp_path / "desc_sample.gz"
+    packed.write_bytes(gzip.compress(MESH_XML.read_bytes()))
+    assert read_mesh(packed).concepts.drop("source").equals(read_mesh(MESH_XML).concepts.drop("source"))
+
+
+def test_mesh_bad_records_are_quarantined_or_raise(tmp_path):
+    text = MESH_XML.read_text(encoding="utf-8")
+    broken = tmp_path / "desc_bad.xml"
+    broken.write_text(text.replace("<DescriptorUI>D001281</DescriptorUI>", "<DescriptorUI>D015607</DescriptorUI>")
+                      .replace("<TreeNumber>E04.035.177</TreeNumber>", "<TreeNumber>E04..177</TreeNumber>"),
+                      encoding="utf-8")
+    t = read_mesh(broken)
+    assert t.rejected["reason"].to_list() == ["duplicate DescriptorUI D015607", "malformed TreeNumber 'E04..177'"]
+    assert t.rejected["record_key"].to_list() == ["desc_bad.xml#4:D015607", "desc_bad.xml#6:D017115"]
+    with pytest.raises(TerminologyError, match=r"desc_bad\.xml: DescriptorRecord #4: duplicate"):
+        read_mesh(broken, strict=True)
+
+
+def test_truncated_mesh_xml_names_file_and_line(tmp_path):
+    truncated = tmp_path / "desc_cut.xml"
+    lines = MESH_XML.read_text(encoding="utf-8").splitlines(keepends=True)
+    truncated.write_text("".join(lines[:100]), encoding="utf-8")
+    with pytest.raises(TerminologyError, match=r"desc_cut\.xml: line \d+, column \d+: malformed XML"):
+        read_mesh(truncated)
+
+
+# ------------------------------------------------------------------ merge
+
+
+def test_no_configured_release_is_the_shipped_ontology():
+    result = load_ontology()
+    assert result.ontology is load_meddevonto()
+    assert result.aliases.height == 0 and result.rejected.height == 0
+
+
+def test_merge_keeps_every_shipped_lookup_and_concept(merged):
+    shipped = load_meddevonto()
+    onto = merged.ontology
+    for term in shipped.terms["term"].to_list():
+        assert onto.lookup(term) == shipped.lookup(term), term
+    for row in shipped.concepts.iter_rows(named=True):
+        info = onto.concept(row["concept_id"])
+        assert (info.preferred_name, info.category, info.weight, info.is_anchor) == (
+            row["preferred_name"], row["category"], row["weight"], row["is_anchor"])
+        assert info.source.startswith(row["source"])
+    assert _links(shipped) <= _links(onto)
+    assert onto.concepts.schema == schemas.CONCEPTS
+
+
+def test_merged_ontology_resolves_terms_from_both_releases(merged):
+    onto = merged.ontology
+    assert onto.lookup("stents") == onto.lookup("stent device") == "C0038257"  # UMLS synonyms, same CUI
+    assert onto.lookup("auricular fibrillation") == "C0004238"
+    assert onto.lookup("coronary artery stent") == onto.lookup("coronary stent") == "MDO:0017"
+    assert onto.lookup("drug eluting stents") == "MDO:0018"  # MeSH entry term via the folded descriptor
+    assert onto.lookup("cardiac arrhythmias") == "C0003811"
+    new = onto.lookup("open-irrigated RF catheter")
+    assert new == "C9900003" and onto.parents(new) == {"C0085590"} and onto.category(new) == "DEVICE_TYPE"
+    assert onto.concept("MDO:0017").source.endswith("; + UMLS C9900001")
+
+
+def test_folded_concepts_inherit_the_shipped_category_and_anchor(merged):
+    aliases = {(r["terminology"], r["loaded_id"]): (r["concept_id"], r["rule"])
+               for r in merged.aliases.iter_rows(named=True)}
+    assert aliases[("UMLS", "C0038257")] == ("C0038257", "same id")
+    assert aliases[("UMLS", "C9900004")] == ("MDO:0006", "preferred name is its term")
+    assert aliases[("UMLS", "C9900002")] == ("MDO:0018", "has its preferred name as a synonym")
+    assert aliases[("MeSH", "MESH:D015607")] == ("C0038257", "preferred name is its term")  # "stents" via UMLS
+    onto = merged.ontology
+    assert onto.lookup("electrodes") == "MDO:0006"
+    assert onto.is_anchor_term("electrodes") and onto.tier_s_category("electrodes") == ("SENSOR", 0.8)
+
+
+def test_a_concept_that_would_steal_a_shipped_term_is_quarantined(merged):
+    onto = merged.ontology
+    assert onto.lookup("lead") == "MDO:0010" and onto.lookup("plumbum") is None
+    conflict = merged.rejected.filter(pl.col("source") == "UMLS merge").row(0, named=True)
+    assert conflict["record_key"] == "C9900005"
+    assert conflict["reason"] == (
+        "preferred name 'lead' already names MDO:0010 (DEVICE_TYPE); this concept is SUBSTANCE")
+    assert merged.rejected.filter(pl.col("source") == "MRREL.RRF").height == 1  # the readers' quarantine is kept
+
+
+def _small_base() -> Ontology:
+    concepts = pl.DataFrame([
+        {"concept_id": "MDO:0001", "preferred_name": "stent", "tui": "T074", "category": "DEVICE_TYPE",
+         "weight": 1.0, "is_anchor": True, "source": "test"},
+        {"concept_id": "MDO:0002", "preferred_name": "arrhythmia", "tui": "T047", "category": "INDICATION",
+         "weight": 1.0, "is_anchor": False, "source": "test"},
+    ], schema=schemas.CONCEPTS)
+    return Ontology.from_frames(concepts, pl.DataFrame(schema={"term": pl.String, "concept_id": pl.String}),
+                                pl.DataFrame(schema=schemas.CONCEPT_PARENTS))
+
+
+def test_mesh_alone_under_a_small_base_adds_new_concepts_with_tree_parents(mesh):
+    result = merge_terminologies(_small_base(), mesh)
+    onto = result.ontology
+    assert onto.lookup("stents") == "MDO:0001"  # folded: its entry term "Stent" is the base's name
+    assert onto.concept("MDO:0001").is_anchor
+    des = onto.lookup("drug-eluting stents")
+    assert des == "MESH:D054855" and onto.parents(des) == {"MDO:0001"}
+    assert onto.lookup("atrial fibrillation") == "MESH:D001281"
+    assert onto.parents("MESH:D001281") == {"MDO:0002"}
+
+
+def test_merge_is_independent_of_row_order(umls, mesh):
+    forward = merge_terminologies(load_meddevonto(), umls, mesh)
+    shuffled = [Terminology(t.name, t.concepts.reverse(), t.terms.reverse(), t.parents.reverse(), t.rejected)
+                for t in (umls, mesh)]
+    backward = merge_terminologies(load_meddevonto(), *shuffled)
+    assert forward.aliases.sort("loaded_id").equals(backward.aliases.sort("loaded_id"))
+    for term in pl.concat([umls.terms, mesh.terms])["term"].to_list():
+        assert forward.ontology.lookup(term) == backward.ontology.lookup(term), term
+    assert _links(forward.ontology) == _links(backward.ontology)
+
+
+def test_merge_drops_loaded_links_that_close_a_cycle_with_shipped_ones():
+    concepts = pl.DataFrame(
+        [(cid, name, "T074", "DEVICE_TYPE", 1.0, False, src) for cid, name, src in (
+            ("MDO:0001", "stent", "test"), ("MDO:0003", "coated stent", "test"),
+            ("X1", "stents", "x"), ("X2", "coated stents", "x"), ("X3", "stent strut", "x"))],
+        schema=schemas.CONCEPTS, orient="row")
+    base = Ontology.from_frames(concepts.head(2), pl.DataFrame(schema={"term": pl.String, "concept_id": pl.String}),
+                                pl.DataFrame([("MDO:0003", "MDO:0001")], schema=schemas.CONCEPT_PARENTS, orient="row"))
+    loaded = Terminology(
+        "X", concepts.tail(3),
+        pl.DataFrame([("stent", "stent", "X1"), ("coated stent", "coated stent", "X2")],
+                     schema=schemas.CONCEPT_TERMS, orient="row"),  # X1, X2 fold into the base concepts
+        pl.DataFrame([("X1", "X2"), ("X3", "X1")], schema=schemas.CONCEPT_PARENTS, orient="row"),
+    )
+    result = merge_terminologies(base, loaded)
+    assert _links(result.ontology) == {("MDO:0003", "MDO:0001"), ("X3", "MDO:0001")}
+    assert result.rejected["record_key"].to_list() == ["MDO:0001 -> MDO:0003"]
+
+
+def test_break_cycles_keeps_earlier_links():
+    edges = pl.DataFrame([("a", "b"), ("b", "c"), ("c", "a"), ("d", "a"), ("e", "e2")],
+                         schema=schemas.CONCEPT_PARENTS, orient="row")
+    kept, dropped = break_cycles(edges)
+    assert kept.rows() == [("a", "b"), ("b", "c"), ("d", "a"), ("e", "e2")]
+    assert dropped.rows() == [("c", "a")]
+
+
+def test_config_from_environment():
+    cfg = TerminologyConfig.from_env({"MEDDEVKG_UMLS_DIR": "/data/umls/2025AA", "MEDDEVKG_MESH_XML": ""})
+    assert cfg.umls_dir == Path("/data/umls/2025AA") and cfg.mesh_xml is None
+    assert "T074" in cfg.umls_tuis and "T073" in cfg.umls_tuis and "T023" not in cfg.umls_tuis
+    assert TerminologyConfig.from_env({}, strict=True).strict
