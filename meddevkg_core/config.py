@@ -105,6 +105,11 @@ class RerankConfig(BaseModel, frozen=True):
     colsample_bytree: float = 0.8
     seed: int = 42
     negatives_per_positive: int = 3
+    outside_pool_negative_rate: float = Field(
+        default=0.0, ge=0.0, le=1.0,
+        description="Share of out-of-pool pairs of gold devices added to training as easy negatives "
+        "(out-of-pool gold is then added too), so the model ranks every pair, not only the pool.",
+    )
     max_negative_share_per_device: float = 0.25
     folds: int = 5
     decision_threshold: float | None = Field(

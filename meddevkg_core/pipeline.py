@@ -27,6 +27,7 @@ from meddevkg_core.entity_match import EntityMatcher, doc_keys
 from meddevkg_core.evaluation import LinkEvaluation, evaluate_links
 from meddevkg_core.ontology import Ontology
 from meddevkg_core.rerank import FoldModels, apply_fold_models, decide, feature_frame, fit_fold_models, links_frame
+from meddevkg_core.training_pairs import training_pairs
 
 
 @dataclass(frozen=True)
@@ -64,11 +65,15 @@ def stage2_inputs(device_embeddings: pl.DataFrame, patent_embeddings: pl.DataFra
 
 
 def rerank(candidates: pl.DataFrame, ce_scores: pl.DataFrame | None, gold: pl.DataFrame,
-           config: PipelineConfig, models: FoldModels | None = None) -> tuple[pl.DataFrame, FoldModels]:
-    """Stage 3 on a pool: trains fold models on the gold (unless given), scores, decides."""
+           config: PipelineConfig, models: FoldModels | None = None,
+           training: pl.DataFrame | None = None) -> tuple[pl.DataFrame, FoldModels]:
+    """Stage 3 on a pool: trains fold models on the gold (unless given), scores, decides.
+
+    `training` (see training_pairs) replaces the pool as the training population when given.
+    """
     features = feature_frame(candidates, ce_scores)
     if models is None:
-        models = fit_fold_models(features, gold, config.rerank)
+        models = fit_fold_models(features if training is None else training, gold, config.rerank)
     return links_frame(decide(apply_fold_models(features, models), config.rerank)), models
 
 
@@ -131,7 +136,8 @@ def link(prepared: PreparedCorpus, models: Models, config: PipelineConfig, timer
     pool = timer("candidate_pool", generate_candidates, inputs, config.candidates)
     ce = timer("cross_encoder_scores", score_candidate_pairs, pool, corpus.devices, corpus.patents,
                models.cross_encoder, config.cross_encoder.max_chars, config.cross_encoder.batch_size)
-    links, fold_models = timer("reranked_links", rerank, pool, ce, corpus.gold_links, config)
+    training = timer("training_pairs", training_pairs, inputs, pool, ce, corpus.gold_links, config)
+    links, fold_models = timer("reranked_links", rerank, pool, ce, corpus.gold_links, config, training=training)
     return LinkRun(inputs, pool, ce, links, fold_models)
 
 

@@ -54,18 +54,28 @@ def matrix(features: pl.DataFrame, names: tuple[str, ...] = FEATURES) -> np.ndar
 
 
 def label_pairs(candidates: pl.DataFrame, gold: pl.DataFrame) -> pl.DataFrame:
-    """Pool pairs of gold devices with label 1 for gold links, 0 for the rest (hard negatives)."""
+    """Pairs of gold devices with label 1 for gold links, 0 for the rest (hard negatives).
+
+    `in_pool` (True when absent) tells Stage-2 pool rows from the out-of-pool training sample.
+    """
     gold_devices = gold["fda_id"].unique().implode()
     marked = gold.select("fda_id", "pat_id", pl.lit(1, pl.Int8).alias("label"))
+    if "in_pool" not in candidates.columns:
+        candidates = candidates.with_columns(pl.lit(True).alias("in_pool"))
     return (candidates.filter(pl.col("fda_id").is_in(gold_devices))
             .join(marked, on=["fda_id", "pat_id"], how="left")
             .with_columns(pl.col("label").fill_null(0)))
 
 
 def training_sample(labeled: pl.DataFrame, cfg: RerankConfig) -> pl.DataFrame:
-    """Every positive plus hard negatives, capped per device so no device dominates (seeded)."""
+    """Every positive plus hard negatives, capped per device so no device dominates (seeded).
+
+    Out-of-pool rows are already a seeded sample (training_pairs) and pass through untouched.
+    """
     if cfg.negatives_per_positive <= 0:
         return labeled
+    outside = labeled.filter(~pl.col("in_pool")) if "in_pool" in labeled.columns else labeled.clear()
+    labeled = labeled.filter(pl.col("in_pool")) if "in_pool" in labeled.columns else labeled
     pos = labeled.filter(pl.col("label") == 1)
     neg = labeled.filter(pl.col("label") == 0)
     budget = max(1, cfg.negatives_per_positive * pos.height)
@@ -74,7 +84,7 @@ def training_sample(labeled: pl.DataFrame, cfg: RerankConfig) -> pl.DataFrame:
                             pl.concat_str("fda_id", "pat_id").hash(cfg.seed).alias("_h2"))
            .sort("_h1", "_h2").with_columns(pl.int_range(pl.len()).over("fda_id").alias("_rank"))
            .filter(pl.col("_rank") < cap).sort("_h2").head(budget).drop("_h1", "_h2", "_rank"))
-    return pl.concat([pos, neg]).sort("fda_id", "pat_id")
+    return pl.concat([pos, neg, outside]).sort("fda_id", "pat_id")
 
 
 @dataclass(frozen=True)
@@ -152,7 +162,8 @@ def train_reranker(labeled: pl.DataFrame, cfg: RerankConfig, inner_folds: int | 
         threshold = cfg.decision_threshold
     else:
         oof = oof_probabilities(labeled, cfg, inner_folds or cfg.folds)
-        threshold = recall_threshold(oof, labeled["label"].to_numpy(), cfg.target_recall)
+        in_pool = labeled["in_pool"].to_numpy() if "in_pool" in labeled.columns else np.ones(len(oof), bool)
+        threshold = recall_threshold(oof[in_pool], labeled["label"].to_numpy()[in_pool], cfg.target_recall)
     train = training_sample(labeled, cfg)
     model = _fit(train, cfg)
     return RerankerModel(

@@ -131,6 +131,31 @@ CANDIDATES = pl.Schema(
 
 CROSS_ENCODER_SCORES = pl.Schema({"fda_id": pl.String, "pat_id": pl.String, "ai_score": pl.Float32})
 
+TRAINING_PAIRS = pl.Schema(
+    {
+        "fda_id": pl.String,
+        "pat_id": pl.String,
+        "in_pool": pl.Boolean,
+        "admitted_by": pl.String,
+        "sim": pl.Float32,
+        "score_company": pl.Int16,
+        "score_vector": pl.Int16,
+        "score_entity": pl.Float32,
+        "score_total": pl.Float32,
+        "ai_score": pl.Float32,
+        "has_tiers": pl.Int8,
+        "has_rescue": pl.Int8,
+        "is_same_company": pl.Int8,
+        "sim_raw": pl.Float32,
+        "sim_z_device": pl.Float32,
+        "sim_z_patent": pl.Float32,
+        "lexical": pl.Float32,
+        "entity_matches": pl.Int16,
+        "company_via_deal": pl.Boolean,
+    }
+)
+"""Reranker feature rows of gold devices: the pool plus, when configured, an out-of-pool sample."""
+
 LINKS = pl.Schema(
     {
         "fda_id": pl.String,

@@ -4,9 +4,11 @@ import dagster as dg
 import polars as pl
 
 from meddevkg_core.companies import build_company_dictionary, company_match_table
-from meddevkg_core.candidates import generate_candidates
+from meddevkg_core.candidates import Stage2Inputs, generate_candidates
+from meddevkg_core.config import PipelineConfig
 from meddevkg_core.cross_encoder import score_candidate_pairs
 from meddevkg_core.pipeline import stage2_inputs
+from meddevkg_core.training_pairs import training_pairs as build_training_pairs
 from meddevkg_core.rerank import FoldModels, apply_fold_models, decide, feature_frame, fit_fold_models, links_frame
 from meddevkg_dagster.assets.sources import ontology_from_table
 from meddevkg_dagster.lib import partition_keys, stopwatch, table_metadata
@@ -30,6 +32,15 @@ def company_dictionary(pma_documents: pl.DataFrame, patents: pl.DataFrame,
                                                   **{f"method_{k}": v for k, v in by_method.items()}))
 
 
+def _stage2_inputs(corpus: CorpusResource, config: PipelineConfig, pma_documents: pl.DataFrame,
+                   patents: pl.DataFrame, device_embeddings: pl.DataFrame, patent_embeddings: pl.DataFrame,
+                   device_entities: pl.DataFrame, patent_entities: pl.DataFrame,
+                   meddevonto: pl.DataFrame) -> Stage2Inputs:
+    matches = company_match_table(pma_documents, patents, corpus.resolver())
+    return stage2_inputs(device_embeddings, patent_embeddings, device_entities, patent_entities, matches,
+                         ontology_from_table(meddevonto), config, pma_documents, patents)
+
+
 @dg.asset(group_name="candidates", pool=DUCKDB_POOL, kinds={"numpy", "duckdb"}, deps=["company_dictionary"],
           **DEVICE_PARTITIONED)
 def candidate_pool(context: dg.AssetExecutionContext, corpus: CorpusResource,
@@ -40,9 +51,8 @@ def candidate_pool(context: dg.AssetExecutionContext, corpus: CorpusResource,
     """Stage 2: every device x patent pair scored (company, vector, entity); admitted pairs kept."""
     config = pipeline_config.config()
     with stopwatch() as t:
-        matches = company_match_table(pma_documents, patents, corpus.resolver())
-        inputs = stage2_inputs(device_embeddings, patent_embeddings, device_entities, patent_entities, matches,
-                               ontology_from_table(meddevonto), config, pma_documents, patents)
+        inputs = _stage2_inputs(corpus, config, pma_documents, patents, device_embeddings, patent_embeddings,
+                                device_entities, patent_entities, meddevonto)
         pool = generate_candidates(inputs, config.candidates, partition_keys(context) or None)
     pairs = pma_documents.height * patents.height
     admitted = dict(pool.group_by("admitted_by").len().iter_rows())
@@ -68,14 +78,32 @@ def cross_encoder_scores(context: dg.AssetExecutionContext, cross_encoder: Cross
     return dg.Output(out, metadata=table_metadata(out, cross_encoder=status, seconds=t["seconds"]))
 
 
-@dg.asset(group_name="rerank", pool=DUCKDB_POOL, kinds={"xgboost", "duckdb"})
-def reranker_model(context: dg.AssetExecutionContext, pipeline_config: PipelineConfigResource,
+@dg.asset(group_name="rerank", pool=DUCKDB_POOL, kinds={"numpy", "duckdb"})
+def training_pairs(corpus: CorpusResource, pipeline_config: PipelineConfigResource, pma_documents: pl.DataFrame,
+                   patents: pl.DataFrame, device_embeddings: pl.DataFrame, patent_embeddings: pl.DataFrame,
+                   device_entities: pl.DataFrame, patent_entities: pl.DataFrame, meddevonto: pl.DataFrame,
                    candidate_pool: pl.DataFrame, cross_encoder_scores: pl.DataFrame,
                    gold_links: pl.DataFrame) -> dg.Output[pl.DataFrame]:
-    """The 9-feature XGBoost reranker: a full model plus device-grouped fold models for honest scores."""
+    """Reranker training rows: pool pairs of gold devices plus the configured out-of-pool sample."""
+    config = pipeline_config.config()
+    with stopwatch() as t:
+        inputs = _stage2_inputs(corpus, config, pma_documents, patents, device_embeddings, patent_embeddings,
+                                device_entities, patent_entities, meddevonto)
+        out = build_training_pairs(inputs, candidate_pool, cross_encoder_scores, gold_links, config)
+    outside = out.filter(~pl.col("in_pool"))
+    return dg.Output(out, metadata=table_metadata(
+        out, gold_devices=out["fda_id"].n_unique(), in_pool_rows=out.height - outside.height,
+        outside_pool_rows=outside.height, outside_pool_negative_rate=config.rerank.outside_pool_negative_rate,
+        seconds=t["seconds"]))
+
+
+@dg.asset(group_name="rerank", pool=DUCKDB_POOL, kinds={"xgboost", "duckdb"})
+def reranker_model(context: dg.AssetExecutionContext, pipeline_config: PipelineConfigResource,
+                   training_pairs: pl.DataFrame, gold_links: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+    """The XGBoost reranker: a full model plus device-grouped fold models for honest scores."""
     cfg = pipeline_config.config().rerank
     with stopwatch() as t:
-        models = fit_fold_models(feature_frame(candidate_pool, cross_encoder_scores), gold_links, cfg)
+        models = fit_fold_models(training_pairs, gold_links, cfg)
     out = models.to_frame()
     context.log.info(f"trained {len(models.folds)} fold models and the full model in {t['seconds']}s")
     return dg.Output(out, metadata=table_metadata(

@@ -12,7 +12,7 @@ REPO = Path(__file__).resolve().parents[2]
 EXPECTED_ASSETS = {
     "pma_documents", "patents", "gold_links", "rejected_records", "company_dictionary", "meddevonto",
     "device_entities", "patent_entities", "device_embeddings", "patent_embeddings", "candidate_pool",
-    "cross_encoder_scores", "reranker_model", "reranked_links", "meddevkg", "link_evaluation",
+    "cross_encoder_scores", "training_pairs", "reranker_model", "reranked_links", "meddevkg", "link_evaluation",
 }
 DEVICE_ASSETS = {"pma_documents", "device_entities", "device_embeddings", "candidate_pool",
                  "cross_encoder_scores", "reranked_links"}
