@@ -13,20 +13,25 @@ entities: it sends messages to POST {base_url}/chat/completions and returns the 
 
 from __future__ import annotations
 
-import email.utils
 import json
 import logging
 import os
 import random
-import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 from pydantic import BaseModel, Field, SecretStr
+
+from meddevkg_core.http_client import (  # noqa: F401  (re-exported: the LLM client's public names)
+    RETRYABLE_STATUS,
+    ClientStats,
+    RateLimiter,
+    backoff_delay,
+    parse_retry_after,
+)
 
 log = logging.getLogger(__name__)
 
@@ -85,58 +90,6 @@ class LLMRequestError(LLMError):
         super().__init__(message)
         self.status = status
         self.attempts = attempts
-
-
-class RateLimiter:
-    """At most `requests_per_minute` requests: each `acquire` waits until 60/rpm seconds have passed
-    since the previous one. Thread-safe; `clock` and `sleep` are injectable for tests."""
-
-    def __init__(self, requests_per_minute: float | None, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
-        self.interval = 60.0 / requests_per_minute if requests_per_minute else 0.0
-        self._clock, self._sleep = clock, sleep
-        self._next: float | None = None
-        self._lock = threading.Lock()
-
-    def acquire(self) -> float:
-        """Wait for the next slot; returns the seconds waited."""
-        if self.interval <= 0:
-            return 0.0
-        with self._lock:
-            now = self._clock()
-            waited = 0.0
-            if self._next is not None and now < self._next:
-                waited = self._next - now
-                self._sleep(waited)
-                now = self._next
-            self._next = now + self.interval
-            return waited
-
-
-def parse_retry_after(value: str | None, now: Callable[[], float] = time.time) -> float | None:
-    """Seconds to wait from a Retry-After header: delta-seconds or an HTTP date; None if absent or bad."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - now())
-
-
-@dataclass
-class ClientStats:
-    requests: int = 0  # HTTP attempts actually sent
-    retries: int = 0
-    waited_seconds: float = 0.0  # backoff sleeps (rate-limit waits are not counted)
-
-
-RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 
 
 class ChatClient:
@@ -209,12 +162,7 @@ class ChatClient:
         raise AssertionError("unreachable")
 
     def backoff(self, attempt: int, retry_after: float | None = None) -> float:
-        """Full jitter: uniform(0, min(max, base * 2**attempt)); never less than Retry-After (capped)."""
-        cap = min(self.config.backoff_max, self.config.backoff_base * 2**attempt)
-        delay = self._rng.uniform(0.0, cap)
-        if retry_after is not None:
-            delay = max(delay, min(retry_after, self.config.max_retry_after))
-        return delay
+        return backoff_delay(self.config, attempt, self._rng, retry_after)
 
     def _content(self, response: httpx.Response, attempts: int) -> str:
         try:
