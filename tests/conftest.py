@@ -16,3 +16,12 @@ def benchmark_dir() -> Path:
     if not (BENCHMARK / "devices.parquet").is_file():
         pytest.skip(f"shared benchmark data not found at {BENCHMARK}")
     return BENCHMARK
+
+
+@pytest.fixture
+def fake_source():
+    """A real HTTP server on 127.0.0.1 with scripted routes and faults (tests/fake_source_server.py)."""
+    from tests.fake_source_server import FakeSourceServer
+
+    with FakeSourceServer() as server:
+        yield server
