@@ -1,9 +1,10 @@
 """Default offline entity extractor: grounded mentions mapped to MedDevOnto (METHOD.md §2.1-2.2, §6).
 
 Stands in for the paper's LLM extractor without any network: a spaCy PhraseMatcher finds every
-ontology term, noun chunks add the free device phrases a dictionary misses, each mention is
-mapped to a concept in two tiers (exact, then head noun) and every span is verified against its
-source text (Quote-then-Verify) before it is kept. Rejected spans are returned, never dropped.
+ontology term, base noun phrases (phrases.py: each distinct segment tagged once) add the free
+device phrases a dictionary misses, each mention is mapped to a concept in two tiers (exact,
+then head noun) and every span is verified against its source text (Quote-then-Verify) before
+it is kept. Rejected spans are returned, never dropped.
 
 Entity type rule: a mention mapped to a PROCESS, ALGORITHM or INDICATION concept is a MECHANISM;
 one mapped to any other concept (devices, sensors, substances, generic hardware, anatomy) is a
@@ -28,11 +29,21 @@ from rapidfuzz.distance import Levenshtein
 
 from meddevkg_core import schemas
 from meddevkg_core.ontology import Ontology, normalize_term
+from meddevkg_core.phrases import (
+    NOMINAL,
+    Tokens,
+    Word,
+    base_noun_phrases,
+    segment_key,
+    segments,
+    tag_segments,
+    words_of,
+)
 
 if TYPE_CHECKING:
     from spacy.language import Language
     from spacy.matcher import PhraseMatcher
-    from spacy.tokens import Doc, Span, Token
+    from spacy.tokens import Doc
 
 COMPONENT = "COMPONENT"
 MECHANISM = "MECHANISM"
@@ -194,24 +205,77 @@ class _Candidate:
     entity_type: str
 
 
-def extract_mentions(docs: pl.DataFrame, ontology: Ontology, nlp: Language, batch_size: int = 64,
+def extract_mentions(docs: pl.DataFrame, ontology: Ontology, nlp: Language, batch_size: int = 256,
                      n_process: int = 1) -> ExtractionResult:
     """Grounded, concept-mapped mentions for every document of `docs` (columns doc_id, text).
 
     One mention per (doc, norm), at its first offset. Documents without text or id are returned
-    in `rejected`, as are spans that fail grounding. Each text is parsed once; `n_process=2`
-    trades start-up time for throughput on large batches.
+    in `rejected`, as are spans that fail grounding. Texts are only tokenized; each distinct
+    segment is tagged once (phrases.py). `n_process > 1` splits the documents into that many
+    contiguous shards extracted in worker processes; segment tags never depend on what else is
+    tagged, so the result is the same as with one process.
     """
     rows = docs.select(pl.col("doc_id").cast(pl.String), pl.col("text").cast(pl.String)).rows()
     rejected = [_reject(doc_id, "missing doc_id" if doc_id is None else "missing text", {"doc_id": doc_id})
                 for doc_id, text in rows if doc_id is None or not (text or "").strip()]
     valid = [(doc_id, text) for doc_id, text in rows if doc_id is not None and (text or "").strip()]
+    if n_process > 1 and len(valid) >= 2 * MIN_DOCS_PER_PROCESS:
+        mentions, failed = _extract_in_processes(valid, ontology, nlp, batch_size, n_process)
+    else:
+        mentions, failed = _extract_valid(valid, ontology, nlp, batch_size)
+    return ExtractionResult(
+        mentions=schemas.conform(pl.DataFrame(mentions, schema=schemas.MENTIONS), schemas.MENTIONS),
+        rejected=schemas.conform(pl.DataFrame(rejected + failed, schema=schemas.REJECTED_RECORDS),
+                                 schemas.REJECTED_RECORDS),
+    )
+
+
+MIN_DOCS_PER_PROCESS = 500
+"""Below this many documents per process, starting one costs more than it saves."""
+_SHARED: tuple | None = None  # (ontology, nlp, batch_size) of a worker process
+
+
+def _extract_in_processes(valid: list[tuple[str, str]], ontology: Ontology, nlp: Language, batch_size: int,
+                          n_process: int) -> tuple[list[dict], list[dict]]:
+    """Spawned (not forked) workers: a fork of a process whose BLAS threads ran can deadlock."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    size = math.ceil(len(valid) / n_process)
+    shards = [valid[i:i + size] for i in range(0, len(valid), size)]
+    with ProcessPoolExecutor(len(shards), mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_init_worker,
+                             initargs=(ontology.concepts, ontology.terms, ontology.hierarchy, nlp, batch_size)) as pool:
+        parts = list(pool.map(_extract_shard, shards))
+    return [m for part, _ in parts for m in part], [r for _, part in parts for r in part]
+
+
+def _init_worker(concepts: pl.DataFrame, terms: pl.DataFrame, hierarchy: pl.DataFrame, nlp: Language,
+                 batch_size: int) -> None:
+    global _SHARED
+    _SHARED = (Ontology.from_frames(concepts, terms, hierarchy), nlp, batch_size)
+
+
+def _extract_shard(shard: list[tuple[str, str]]) -> tuple[list[dict], list[dict]]:
+    ontology, nlp, batch_size = _SHARED
+    return _extract_valid(shard, ontology, nlp, batch_size)
+
+
+def _extract_valid(valid: list[tuple[str, str]], ontology: Ontology, nlp: Language,
+                   batch_size: int) -> tuple[list[dict], list[dict]]:
+    tokenized = list(nlp.tokenizer.pipe((text for _, text in valid), batch_size=batch_size))
+    arrays = [Tokens.of(doc) for doc in tokenized]
+    spans = [segments(toks) for toks in arrays]
+    distinct = sorted({segment_key(toks, a, b) for toks, doc_spans in zip(arrays, spans, strict=True)
+                       for a, b in doc_spans})
+    tags = tag_segments(distinct, nlp)
     matcher = _phrase_matcher(ontology, nlp)
     phrase_cache: dict[tuple, tuple[ConceptMatch | None, str]] = {}
     mentions: list[dict] = []
-    parsed = nlp.pipe((text for _, text in valid), batch_size=batch_size, n_process=n_process)
-    for (doc_id, text), doc in zip(valid, parsed, strict=True):
-        for cand in _dedupe(_candidates(doc, matcher, ontology, phrase_cache)):
+    rejected: list[dict] = []
+    for (doc_id, text), doc, toks, doc_spans in zip(valid, tokenized, arrays, spans, strict=True):
+        words = words_of(toks, doc_spans, tags)
+        for cand in _dedupe(_candidates(doc, text, doc_spans, words, matcher, ontology, phrase_cache)):
             grounding = ground_span(cand.mention, text, expected_start=cand.start)
             if grounding is None:
                 rejected.append(_reject(doc_id, "span not found in text", {"doc_id": doc_id, "mention": cand.mention}))
@@ -222,10 +286,7 @@ def extract_mentions(docs: pl.DataFrame, ontology: Ontology, nlp: Language, batc
                 "norm": cand.match.norm, "concept_id": cand.match.concept_id,
                 "map_tier": cand.match.map_tier, "grounding": grounding.kind,
             })
-    return ExtractionResult(
-        mentions=schemas.conform(pl.DataFrame(mentions, schema=schemas.MENTIONS), schemas.MENTIONS),
-        rejected=schemas.conform(pl.DataFrame(rejected, schema=schemas.REJECTED_RECORDS), schemas.REJECTED_RECORDS),
-    )
+    return mentions, rejected
 
 
 def _reject(doc_id: str | None, reason: str, record: dict) -> dict:
@@ -251,14 +312,17 @@ def _term_forms(ontology: Ontology) -> dict[str, set[str]]:
     return forms
 
 
-def _candidates(doc: Doc, matcher: PhraseMatcher, ontology: Ontology, cache: dict) -> Iterator[_Candidate]:
-    yield from _dictionary_candidates(doc, matcher, ontology)
-    for chunk in doc.noun_chunks:
-        if (cand := _chunk_candidate(chunk, ontology, cache)) is not None:
-            yield cand
+def _candidates(doc: Doc, text: str, spans: list[tuple[int, int]], words: dict[int, Word],
+                matcher: PhraseMatcher, ontology: Ontology, cache: dict) -> Iterator[_Candidate]:
+    yield from _dictionary_candidates(doc, words, matcher, ontology)
+    for start, end in spans:
+        for phrase, head in base_noun_phrases([words[i] for i in range(start, end)]):
+            if (cand := _chunk_candidate(phrase, head, text, ontology, cache)) is not None:
+                yield cand
 
 
-def _dictionary_candidates(doc: Doc, matcher: PhraseMatcher, ontology: Ontology) -> Iterator[_Candidate]:
+def _dictionary_candidates(doc: Doc, words: dict[int, Word], matcher: PhraseMatcher,
+                           ontology: Ontology) -> Iterator[_Candidate]:
     """Longest non-overlapping dictionary hits; a one-word hit must be a noun, or a verb naming
     a process ("monitoring"), so "leads to" never becomes a pacing lead."""
     from spacy.util import filter_spans
@@ -267,8 +331,9 @@ def _dictionary_candidates(doc: Doc, matcher: PhraseMatcher, ontology: Ontology)
     for match_id, start, end in matcher(doc):
         span = doc[start:end]
         concept_id = doc.vocab.strings[match_id]
-        if len(span) == 1 and span[0].pos_ not in ("NOUN", "PROPN") and not (
-            span[0].pos_ == "VERB" and ontology.category(concept_id) in MECHANISM_CATEGORIES
+        pos = words[start].pos_ if start in words else ""
+        if len(span) == 1 and pos not in NOMINAL and not (
+            pos == "VERB" and ontology.category(concept_id) in MECHANISM_CATEGORIES
         ):
             continue
         span.label_ = concept_id
@@ -280,61 +345,59 @@ def _dictionary_candidates(doc: Doc, matcher: PhraseMatcher, ontology: Ontology)
                          entity_type(match.concept_id, norm.split()[-1], ontology))
 
 
-def _chunk_candidate(chunk: Span, ontology: Ontology, cache: dict) -> _Candidate | None:
-    """A noun chunk as a mention: trimmed, not a bare generic noun, mapped via its head noun."""
-    tokens = _trim_chunk(chunk)
+def _chunk_candidate(phrase: list[Word], head: Word, text: str, ontology: Ontology,
+                     cache: dict) -> _Candidate | None:
+    """A base noun phrase as a mention: trimmed, not a bare generic noun, mapped via its head."""
+    tokens = _trim_phrase(phrase)
     if tokens is None:
         return None
-    root = chunk.root
-    key = (tuple(t.lower_ for t in tokens), root.i - tokens[0].i, root.tag_, root.lemma_)
+    start, end = tokens[0].idx, tokens[-1].idx + len(tokens[-1].text)
+    key = (tuple(t.lower_ for t in tokens), head.tag_, head.lemma_)
     if key not in cache:  # one lookup per distinct phrase
-        cache[key] = _map_chunk(tokens, root, ontology)
+        cache[key] = _map_phrase_words(tokens, head, text[start:end], ontology)
     match, etype = cache[key]
     if match is None:
         return None
-    return _Candidate(tokens[0].idx, tokens[-1].idx + len(tokens[-1]), chunk.doc[tokens[0].i:tokens[-1].i + 1].text,
-                      match, etype)
+    return _Candidate(start, end, text[start:end], match, etype)
 
 
-def _trim_chunk(chunk: Span) -> list[Token] | None:
-    """Drop a possessor ("the patient's body" -> "body") and leading determiners, numbers, stop
-    words and boilerplate modifiers; keep at most 5 words, cut from the left so the head stays."""
-    tokens = list(chunk)
-    if possessive := [i for i, t in enumerate(tokens) if t.tag_ == "POS"]:
-        tokens = tokens[possessive[-1] + 1:]
+def _trim_phrase(phrase: list[Word]) -> list[Word] | None:
+    """Drop leading boilerplate modifiers ("said", "distal"); keep at most 5 words, cut from the
+    left so the head stays."""
 
-    def strip_left(toks: list[Token]) -> list[Token]:
-        while toks and (toks[0].pos_ in _STRIP_POS or toks[0].is_stop or toks[0].lower_ in STOP_MODIFIERS):
+    def strip_left(toks: list[Word]) -> list[Word]:
+        while toks and (toks[0].pos_ in _STRIP_POS or toks[0].is_stop or toks[0].lower_ in STOP_MODIFIERS
+                        or toks[0].tag_ == "HYPH"):
             toks = toks[1:]
         return toks
 
-    tokens = strip_left(tokens)
+    tokens = strip_left(phrase)
     while len(tokens) > 1 and len(normalize_term(" ".join(t.text for t in tokens)).split()) > MAX_PHRASE_WORDS:
         tokens = strip_left(tokens[1:])
-    root = chunk.root
-    if not tokens or not tokens[0].i <= root.i <= tokens[-1].i or root.pos_ not in ("NOUN", "PROPN"):
+    if not tokens or tokens[-1].pos_ not in NOMINAL:
         return None
     if not any(c.isalpha() for t in tokens for c in t.text):
         return None
     return tokens
 
 
-def _map_chunk(tokens: list[Token], root: Token, ontology: Ontology) -> tuple[ConceptMatch | None, str]:
-    words = normalize_term(root.doc[tokens[0].i:tokens[-1].i + 1].text).split()
-    head = normalize_term(root.lemma_) or root.lower_
-    modifiers = [t for t in tokens if t.i != root.i]
-    if (head in GENERIC_NOUNS or words[-1] in GENERIC_NOUNS or len("".join(words)) < 2) and all(
-        t.is_stop or t.lower_ in STOP_MODIFIERS or t.pos_ in _STRIP_POS for t in modifiers
+def _map_phrase_words(tokens: list[Word], head: Word, surface_text: str,
+                      ontology: Ontology) -> tuple[ConceptMatch | None, str]:
+    words = normalize_term(surface_text).split()
+    lemma = normalize_term(head.lemma_) or head.lower_
+    modifiers = tokens[:-1]
+    if (lemma in GENERIC_NOUNS or (words and words[-1] in GENERIC_NOUNS) or len("".join(words)) < 2) and all(
+        t.is_stop or t.lower_ in STOP_MODIFIERS or t.pos_ in _STRIP_POS or t.tag_ == "HYPH" for t in modifiers
     ):
         return None, COMPONENT
     surface = " ".join(words)
     norm = surface
-    if tokens[-1].i == root.i and root.tag_ in ("NNS", "NNPS") and root.lower_.endswith("s") and head:
-        norm = " ".join([*words[:-1], *head.split()])  # "drug-eluting stents" -> "drug eluting stent"
-    match = map_phrase(norm, ontology, head)
+    if head.tag_ in ("NNS", "NNPS") and head.lower_.endswith("s") and lemma:
+        norm = " ".join([*words[:-1], *lemma.split()])  # "drug-eluting stents" -> "drug eluting stent"
+    match = map_phrase(norm, ontology, lemma)
     if match.map_tier != "exact" and norm != surface and (cid := ontology.lookup(surface)) is not None:
         match = ConceptMatch(surface, cid, "exact")  # a term listed in plural form ("contrast media")
-    return match, entity_type(match.concept_id, head, ontology)
+    return match, entity_type(match.concept_id, lemma, ontology)
 
 
 def _dedupe(candidates: Iterable[_Candidate]) -> list[_Candidate]:

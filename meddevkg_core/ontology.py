@@ -63,6 +63,7 @@ _APOSTROPHES = re.compile(r"['\u2019\u2018`\u00b4]")
 _NON_WORD = re.compile(r"[\W_]+")
 
 
+@functools.lru_cache(maxsize=1 << 18)
 def normalize_term(s: str) -> str:
     """The Tier-S key: case-, accent- and punctuation-insensitive, so "Stent-Graft" == "stent graft".
 

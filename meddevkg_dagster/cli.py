@@ -222,6 +222,14 @@ def _company_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _select_devices(args: argparse.Namespace) -> int:
+    from meddevkg_core.sources.device_selection import format_selection_report, main_select_devices
+
+    report = main_select_devices(args.fda_pma, args.product_codes, args.benchmark, args.out)
+    print(format_selection_report(report))
+    return 0
+
+
 def _add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cross-encoder", default=os.environ.get("MEDDEVKG_CROSS_ENCODER"),
                    help="cross-encoder name or local path (default: none, the feature is then missing)")
@@ -270,6 +278,13 @@ def main(argv: list[str] | None = None) -> int:
                       help="fdadata_pma.parquet (raw FDA sponsor names and decision dates)")
     crep.add_argument("--out", help="also write the full report (with its lists) as a JSON file")
     crep.set_defaults(func=_company_report)
+    sel = sub.add_parser("select-devices", help="the paper's cardiovascular device selection on FDA PMA records, "
+                         "compared with a benchmark's devices")
+    sel.add_argument("--fda-pma", required=True, help="fdadata_pma.parquet (every PMA decision)")
+    sel.add_argument("--product-codes", required=True, help="fdadata_product_codes.parquet (FDA classification)")
+    sel.add_argument("--benchmark", required=True, help="corpus directory whose devices to compare with")
+    sel.add_argument("--out", help="also write the selected devices as a devices table (Parquet)")
+    sel.set_defaults(func=_select_devices)
     args = parser.parse_args(argv)
     return args.func(args)
 

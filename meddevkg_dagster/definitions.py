@@ -6,11 +6,15 @@ from meddevkg_dagster.assets import features, linking, outputs, sources
 from meddevkg_dagster.checks import CHECKS
 from meddevkg_dagster.jobs import device_links_job, meddevkg_job
 from meddevkg_dagster.resources import build_resources
+from meddevkg_dagster.schedules import SCHEDULES
+from meddevkg_dagster.sensors import SENSORS
 
 defs = dg.Definitions(
     assets=dg.load_assets_from_modules([sources, features, linking, outputs]),
     asset_checks=CHECKS,
     jobs=[meddevkg_job, device_links_job],
     resources=build_resources(),
+    sensors=SENSORS,
+    schedules=SCHEDULES,
     executor=dg.in_process_executor,
 )

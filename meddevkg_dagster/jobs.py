@@ -12,7 +12,7 @@ meddevkg_job = dg.define_asset_job(
 )
 
 DEVICE_ASSETS = dg.AssetSelection.assets(
-    "pma_documents", "device_entities", "device_embeddings", "candidate_pool", "cross_encoder_scores",
+    "pma_documents", "pma_quarantine", "device_entities", "device_embeddings", "candidate_pool", "cross_encoder_scores",
     "reranked_links",
 )
 

@@ -125,4 +125,85 @@ def build_resources() -> dict[str, object]:
             backend=env_or("MEDDEVKG_CROSS_ENCODER_BACKEND", "sentence-transformers"),
             device=env_or("MEDDEVKG_DEVICE", "auto")),
         "pipeline_config": PipelineConfigResource(config_json=env_or("MEDDEVKG_PIPELINE_CONFIG", "")),
+        **source_resources(),
+    }
+
+
+DEVICE_SOURCES = ("corpus", "openfda")
+PATENT_SOURCES = ("corpus", "patentsview_bulk", "patentsview_api")
+
+
+class OpenFDAResource(dg.ConfigurableResource):
+    """openFDA device/pma: where device documents come from when MEDDEVKG_DEVICE_SOURCE=openfda,
+    and what the new-approvals sensor polls. The key is optional (openFDA allows 240/min either way)."""
+
+    base_url: str = "https://api.fda.gov"
+    api_key: str | None = None
+    requests_per_minute: float = 240.0
+    timeout: float = 30.0
+
+    def client(self):
+        from pydantic import SecretStr
+
+        from meddevkg_core.sources.openfda import OpenFDAClient, OpenFDAConfig
+
+        return OpenFDAClient(OpenFDAConfig(base_url=self.base_url, requests_per_minute=self.requests_per_minute,
+                                           timeout=self.timeout,
+                                           api_key=SecretStr(self.api_key) if self.api_key else None))
+
+    def devices(self, keys: list[str]):
+        """The original PMA records of these PMA numbers as devices, with quarantine and counts."""
+        from meddevkg_core.sources.openfda import pma_numbers_searches, pma_records_to_devices
+
+        with self.client() as client:
+            records = [r for search in pma_numbers_searches(keys) for r in client.search_pma(search)]
+        return pma_records_to_devices(records)
+
+    def selected_originals(self, start, end):
+        """fda_id, decision_date of the originals decided in [start, end] that the paper's
+        cardiovascular selection keeps (device_selection.py)."""
+        import polars as pl
+
+        from meddevkg_core.sources.device_selection import select_originals
+        from meddevkg_core.sources.openfda import decision_date_search, pma_records_to_devices
+
+        with self.client() as client:
+            records = list(client.search_pma(decision_date_search(start, end)))
+        originals = pma_records_to_devices(records).originals
+        return select_originals(originals).select(pl.col("pma_number").alias("fda_id"), "decision_date")
+
+
+class SourcesResource(dg.ConfigurableResource):
+    """Which source feeds the device and patent tables: the corpus directory (default) or the
+    real sources. PatentsView bulk reads a directory of g_*.tsv.zip files; the API fetches the
+    patents granted from `patents_granted_since` on (its key: MEDDEVKG_PATENTSVIEW_API_KEY)."""
+
+    device_source: str = "corpus"
+    patent_source: str = "corpus"
+    patentsview_bulk_dir: str | None = None
+    patentsview_api_key: str | None = None
+    patents_granted_since: str | None = None
+
+    def checked(self) -> SourcesResource:
+        if self.device_source not in DEVICE_SOURCES:
+            raise dg.Failure(f"MEDDEVKG_DEVICE_SOURCE={self.device_source!r}: expected one of {DEVICE_SOURCES}")
+        if self.patent_source not in PATENT_SOURCES:
+            raise dg.Failure(f"MEDDEVKG_PATENT_SOURCE={self.patent_source!r}: expected one of {PATENT_SOURCES}")
+        if self.patent_source == "patentsview_bulk" and not self.patentsview_bulk_dir:
+            raise dg.Failure("MEDDEVKG_PATENT_SOURCE=patentsview_bulk needs MEDDEVKG_PATENTSVIEW_BULK_DIR")
+        if self.patent_source == "patentsview_api" and not self.patents_granted_since:
+            raise dg.Failure("MEDDEVKG_PATENT_SOURCE=patentsview_api needs MEDDEVKG_PATENTS_GRANTED_SINCE (YYYY-MM-DD)")
+        return self
+
+
+def source_resources() -> dict[str, object]:
+    return {
+        "openfda": OpenFDAResource(base_url=env_or("MEDDEVKG_OPENFDA_URL", "https://api.fda.gov"),
+                                   api_key=env_or("MEDDEVKG_OPENFDA_API_KEY", "") or None),
+        "sources": SourcesResource(
+            device_source=env_or("MEDDEVKG_DEVICE_SOURCE", "corpus"),
+            patent_source=env_or("MEDDEVKG_PATENT_SOURCE", "corpus"),
+            patentsview_bulk_dir=env_or("MEDDEVKG_PATENTSVIEW_BULK_DIR", "") or None,
+            patentsview_api_key=env_or("MEDDEVKG_PATENTSVIEW_API_KEY", "") or None,
+            patents_granted_since=env_or("MEDDEVKG_PATENTS_GRANTED_SINCE", "") or None),
     }

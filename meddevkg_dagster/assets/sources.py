@@ -3,30 +3,106 @@
 import dagster as dg
 import polars as pl
 
+from meddevkg_core import schemas
 from meddevkg_core.ontology import Ontology, load_meddevonto
-from meddevkg_dagster.lib import only_devices, partition_keys, require_known, table_metadata
+from meddevkg_dagster.lib import only_devices, partition_keys, require_known, stopwatch, table_metadata
 from meddevkg_dagster.partitions import DEVICE_BACKFILL, pma_devices
-from meddevkg_dagster.resources import DUCKDB_POOL, CorpusResource
+from meddevkg_dagster.resources import DUCKDB_POOL, CorpusResource, OpenFDAResource, SourcesResource
 
 GROUP = "sources"
+_QUARANTINE_DEVICE = pl.col("record_key").str.extract(r":([^:]*)$", 1)
+"""The PMA number in a quarantined record's key ("#8:P249002"): its device partition."""
 
 
-@dg.asset(group_name=GROUP, partitions_def=pma_devices, backfill_policy=DEVICE_BACKFILL, pool=DUCKDB_POOL,
-          metadata={"partition_expr": "fda_id"}, kinds={"polars", "duckdb"})
-def pma_documents(context: dg.AssetExecutionContext, corpus: CorpusResource) -> dg.Output[pl.DataFrame]:
-    """PMA device documents (applicant, names, product code, decision date, text), one row per device."""
+@dg.multi_asset(
+    outs={
+        "pma_documents": dg.AssetOut(
+            group_name=GROUP, kinds={"polars", "duckdb"}, metadata={"partition_expr": "fda_id"},
+            description="PMA device documents (applicant, names, product code, decision date, text), one row per "
+                        "device."),
+        "pma_quarantine": dg.AssetOut(
+            group_name=GROUP, kinds={"polars", "duckdb"},
+            metadata={"partition_expr": "regexp_extract(record_key, ':([^:]*)$', 1)"},
+            description="Source records of these devices that failed validation, with the reason."),
+    },
+    partitions_def=pma_devices, backfill_policy=DEVICE_BACKFILL, pool=DUCKDB_POOL,
+)
+def pma_documents(context: dg.AssetExecutionContext, corpus: CorpusResource, sources: SourcesResource,
+                  openfda: OpenFDAResource):
+    """Devices from the corpus directory, or from openFDA (MEDDEVKG_DEVICE_SOURCE=openfda)."""
     keys = partition_keys(context)
-    devices = corpus.load().devices
-    require_known(keys, devices["fda_id"], f"corpus at {corpus.path}")
-    out = only_devices(devices, keys)
-    return dg.Output(out, metadata=table_metadata(out, devices_in_corpus=devices.height))
+    source = sources.checked().device_source
+    with stopwatch() as t:
+        if source == "openfda":
+            if not keys:
+                raise dg.Failure("openFDA devices are fetched per device partition: select partitions")
+            fetched = openfda.devices(keys)
+            out, quarantine, counts = only_devices(fetched.devices, keys), fetched.rejected, fetched.counts
+            missing = sorted(set(keys) - set(out["fda_id"].to_list()))
+            if missing:
+                context.log.warning(f"{len(missing)} device(s) with no valid original record on openFDA: "
+                                    f"{', '.join(missing[:10])} (see pma_quarantine)")
+            keyed = _QUARANTINE_DEVICE.is_in(keys)
+            unkeyed = quarantine.filter(~keyed)
+            if unkeyed.height:  # stored by device partition: a row naming no requested device has no place here
+                context.log.warning(f"{unkeyed.height} openFDA record(s) matched no requested device: "
+                                    + "; ".join(unkeyed["reason"].head(5).to_list()))
+            quarantine = quarantine.filter(keyed)
+        else:
+            devices = corpus.load().devices
+            require_known(keys, devices["fda_id"], f"corpus at {corpus.path}")
+            out = only_devices(devices, keys)
+            quarantine = schemas.empty(schemas.REJECTED_RECORDS)  # corpus rows: see rejected_records
+            counts = {"devices_in_corpus": devices.height}
+    yield dg.Output(out, output_name="pma_documents", metadata=table_metadata(
+        out, source=source, seconds=t["seconds"], **counts))
+    yield dg.Output(quarantine, output_name="pma_quarantine", metadata=table_metadata(quarantine, source=source))
 
 
-@dg.asset(group_name=GROUP, pool=DUCKDB_POOL, kinds={"polars", "duckdb"})
-def patents(corpus: CorpusResource) -> dg.Output[pl.DataFrame]:
-    """Patents (title + abstract, assignee, dates, CPC codes) that devices are linked to."""
-    out = corpus.load().patents
-    return dg.Output(out, metadata=table_metadata(out, assignees=out["assignee"].n_unique()))
+@dg.multi_asset(
+    outs={
+        "patents": dg.AssetOut(group_name=GROUP, kinds={"polars", "duckdb"},
+                               description="Patents (title + abstract, assignee, dates, CPC codes) that devices are "
+                                           "linked to."),
+        "patent_quarantine": dg.AssetOut(group_name=GROUP, kinds={"polars", "duckdb"},
+                                         description="Patent source rows that failed validation, with the reason."),
+    },
+    pool=DUCKDB_POOL,
+)
+def patents(context: dg.AssetExecutionContext, corpus: CorpusResource, sources: SourcesResource):
+    """Patents from the corpus, PatentsView bulk files or the PatentSearch API (MEDDEVKG_PATENT_SOURCE)."""
+    src = sources.checked()
+    with stopwatch() as t:
+        if src.patent_source == "patentsview_bulk":
+            from meddevkg_core.sources.patentsview_bulk import build_patent_table
+
+            table = build_patent_table(src.patentsview_bulk_dir)
+            out, quarantine, stats = table.patents, table.rejected, table.stats.as_metadata()
+        elif src.patent_source == "patentsview_api":
+            out, quarantine, stats = _patents_from_api(src)
+        else:
+            out = corpus.load().patents
+            quarantine = schemas.empty(schemas.REJECTED_RECORDS)  # corpus rows: see rejected_records
+            stats = {}
+    context.log.info(f"{out.height} patents from {src.patent_source}; {quarantine.height} quarantined")
+    yield dg.Output(out, output_name="patents", metadata=table_metadata(
+        out, source=src.patent_source, assignees=out["assignee"].n_unique(), seconds=t["seconds"], **stats))
+    yield dg.Output(quarantine, output_name="patent_quarantine",
+                    metadata=table_metadata(quarantine, source=src.patent_source))
+
+
+def _patents_from_api(src: SourcesResource) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
+    from datetime import date
+
+    from pydantic import SecretStr
+
+    from meddevkg_core.sources.patentsview_api import PatentSearchConfig, fetch_patents_granted, open_client
+
+    config = PatentSearchConfig(api_key=SecretStr(src.patentsview_api_key) if src.patentsview_api_key else None)
+    start = date.fromisoformat(src.patents_granted_since)
+    with open_client(config) as client:
+        table = fetch_patents_granted(client, config, start, date.today())
+    return table.patents, table.rejected, table.stats.as_metadata()
 
 
 @dg.asset(group_name=GROUP, pool=DUCKDB_POOL, kinds={"polars", "duckdb"})

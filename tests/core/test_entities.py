@@ -158,3 +158,12 @@ def test_empty_input_gives_empty_typed_tables(onto, nlp):
     out = extract_mentions(pl.DataFrame(schema={"doc_id": pl.String, "text": pl.String}), onto, nlp)
     assert out.mentions.height == 0 and out.mentions.schema == schemas.MENTIONS
     assert out.rejected.height == 0 and out.rejected.schema == schemas.REJECTED_RECORDS
+
+
+def test_worker_processes_give_the_same_mentions(onto, nlp, result):
+    from meddevkg_core.entities import _extract_in_processes
+
+    valid = list(TEXTS.items())
+    mentions, rejected = _extract_in_processes(valid, onto, nlp, batch_size=8, n_process=2)
+    parallel = pl.DataFrame(mentions, schema=schemas.MENTIONS).sort("doc_id", "start", "norm")
+    assert parallel.equals(result.mentions.sort("doc_id", "start", "norm")) and rejected == []

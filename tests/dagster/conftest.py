@@ -13,7 +13,8 @@ from meddevkg_core.demo import demo_corpus_dir
 from meddevkg_dagster.assets import features, linking, outputs, sources
 from meddevkg_dagster.checks import CHECKS
 from meddevkg_dagster.resources import (
-    CorpusResource, CrossEncoderResource, EmbeddingModelResource, PipelineConfigResource,
+    CorpusResource, CrossEncoderResource, EmbeddingModelResource, OpenFDAResource, PipelineConfigResource,
+    SourcesResource,
 )
 
 ASSETS = dg.load_assets_from_modules([sources, features, linking, outputs])
@@ -31,6 +32,8 @@ class Harness:
                                                       cache_dir=str(root / "cache")),
             "cross_encoder": CrossEncoderResource(),
             "pipeline_config": PipelineConfigResource(),
+            "sources": SourcesResource(),
+            "openfda": OpenFDAResource(),
         }
 
     def register(self, keys: list[str]) -> None:

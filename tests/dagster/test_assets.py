@@ -51,7 +51,7 @@ def test_backfilling_one_device_touches_only_its_partition(harness):
     assert harness.materialize(partition_range=(keys[0], keys[-1])).success
     before = harness.table("reranked_links")
     device = keys[3]
-    device_assets = dg.AssetSelection.assets("pma_documents", "device_entities", "device_embeddings",
+    device_assets = dg.AssetSelection.assets("pma_documents", "pma_quarantine", "device_entities", "device_embeddings",
                                              "candidate_pool", "cross_encoder_scores", "reranked_links")
     assert harness.materialize(selection=device_assets, partition_key=device).success
     after = harness.table("reranked_links")
@@ -62,7 +62,7 @@ def test_backfilling_one_device_touches_only_its_partition(harness):
 
 def test_a_partition_the_corpus_lacks_fails_with_its_name(harness):
     harness.register(["P999999"])
-    result = harness.materialize(selection=dg.AssetSelection.assets("pma_documents"), partition_key="P999999")
+    result = harness.materialize(selection=dg.AssetSelection.assets("pma_documents", "pma_quarantine"), partition_key="P999999")
     assert not result.success
     failure = [e for e in result.all_events if e.is_step_failure][0]
     assert "P999999" in str(failure.event_specific_data.error)

@@ -13,8 +13,9 @@ EXPECTED_ASSETS = {
     "pma_documents", "patents", "gold_links", "rejected_records", "company_dictionary", "meddevonto",
     "device_entities", "patent_entities", "device_embeddings", "patent_embeddings", "candidate_pool",
     "cross_encoder_scores", "training_pairs", "reranker_model", "reranked_links", "meddevkg", "link_evaluation",
+    "pma_quarantine", "patent_quarantine",
 }
-DEVICE_ASSETS = {"pma_documents", "device_entities", "device_embeddings", "candidate_pool",
+DEVICE_ASSETS = {"pma_documents", "pma_quarantine", "device_entities", "device_embeddings", "candidate_pool",
                  "cross_encoder_scores", "reranked_links"}
 
 

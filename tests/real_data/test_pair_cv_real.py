@@ -51,5 +51,7 @@ def test_real_pairs_cv_floors(result: pair_cv.PairCvResult):
     assert s["learned"]["roc_auc"] > 0.78
     assert s["learned_logistic"]["roc_auc"] > 0.815
     assert s["learned_pair_only"]["within_device_roc_auc"] > s["tfidf_cosine"]["within_device_roc_auc"]
-    # Nested F1 is never above the optimistic one chosen on the scored pairs themselves.
-    assert all(m["f1"] <= m["best_f1_optimistic"] + 1e-9 for m in s.values())
+    # Nested F1 (a cut-off per outer fold, chosen on its training folds) can edge past the best single
+    # pooled cut-off, since per-fold cut-offs are more flexible, but never by much: a larger gap would
+    # mean the nested cut-offs saw their own test fold.
+    assert all(m["f1"] <= m["best_f1_optimistic"] + 0.02 for m in s.values())

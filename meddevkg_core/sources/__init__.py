@@ -1,0 +1,1 @@
+"""Network and bulk sources: API clients, bulk-file readers and record-to-table conversions."""

@@ -1,0 +1,239 @@
+"""FDA PMA records -> the corpus devices table: one validation, one text recipe, whatever the source.
+
+openFDA API pages, the openFDA bulk file and the fdadata copy of FDA's `pma.zip` all end here, so a
+device reads the same whichever source delivered it (DATA_SOURCES.md §1):
+
+- A device is an *original* approval: `supplement_number == ""` (§1.6; `supplement_type` is also
+  empty on 1,885 old supplements, so it must not be used). Supplements are counted, not rejected.
+- Text, as the paper builds it (METHOD.md §0 "device name + ' ' + text_snippet"; checked against
+  the benchmark's 434 texts): the generic name with each word's first letter upper-cased (never
+  lower-casing, so acronyms survive), then the approval-order statement without its "Approval for
+  the" boilerplate. The trade name is added when the statement does not already contain it.
+  Cleaning: FDA's lost trademark signs (`\\x1a`, "(TM)", "(R)", "®", "™") are dropped and
+  whitespace collapsed. The paper's text deletes every "THE", even inside words ("PROSTHESIS" ->
+  "PROS SIS", "THEIR" -> "IR"); that corruption is *not* reproduced.
+- Malformed records (not an object, no or bad pma_number, unparseable decision_date, a field that
+  is not text, bytes that are not UTF-8) are quarantined with a reason naming the record.
+- Duplicate originals keep the latest decision_date, ties broken by the lexicographically greatest
+  canonical record JSON, so the result does not depend on input order. Identical copies (paging
+  overlap) are only counted; conflicting copies are quarantined as superseded.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from datetime import date, datetime
+from typing import Any, NamedTuple
+
+import polars as pl
+
+from meddevkg_core import schemas
+
+PMA = pl.Schema(
+    {
+        "pma_number": pl.String,
+        "supplement_number": pl.String,
+        "applicant": pl.String,
+        "generic_name": pl.String,
+        "trade_name": pl.String,
+        "product_code": pl.String,
+        "advisory_committee": pl.String,
+        "decision_date": pl.Date,
+        "decision_code": pl.String,
+        "ao_statement": pl.String,
+    }
+)
+"""One PMA record in openFDA field names (the canonical form the device selection reads)."""
+
+_FIELDS = tuple(PMA.names())  # every field is read as text first; decision_date is parsed after
+_FDADATA_NAMES = {"sponsor": "applicant", "device": "trade_name", "panel_code": "advisory_committee",
+                  "date_decision": "decision_date", "approval_order_statement": "ao_statement"}
+_PMA_NUMBER = re.compile(r"^[A-Z]{1,2}\d{4,7}$")  # P140031, N16837 (DATA_SOURCES §1.4)
+_DATE_FORMATS = ("%Y-%m-%d", "%Y%m%d", "%m/%d/%Y")  # openFDA, openFDA's other endpoints, raw pma.txt
+_TRADEMARKS = re.compile(r"\x1a|®|™|\((?:TM|R)\)|\{TM\}", re.IGNORECASE)
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_BOILERPLATE = re.compile(r"^\s*approval\s+(?:application\s+\(pma\)\s+)?for\s+(?:the\s+)?", re.IGNORECASE)
+_WORD_START = re.compile(r"(^|[\s\-(/])([a-z])")
+MAX_RECORD_CHARS = 4000  # a quarantined payload is cut here so one bad record cannot bloat the table
+
+
+class PmaDevices(NamedTuple):
+    devices: pl.DataFrame  # schemas.DEVICES, one row per original PMA number
+    rejected: pl.DataFrame  # schemas.REJECTED_RECORDS
+    counts: dict[str, int]  # records, supplements, originals, duplicates, superseded, rejected, devices
+    originals: pl.DataFrame  # PMA schema, the kept originals (input to the device selection)
+
+
+def clean_text(value: str | None) -> str:
+    """Drop FDA's trademark debris and control characters; collapse whitespace."""
+    if not value:
+        return ""
+    return " ".join(_CONTROL.sub(" ", _TRADEMARKS.sub("", value)).split())
+
+
+def device_name(generic_name: str | None) -> str:
+    """'replacement Heart-valve' -> 'Replacement Heart-Valve'; 'non-CRT' keeps its capitals."""
+    name = clean_text(generic_name)
+    return _WORD_START.sub(lambda m: m.group(1) + m.group(2).upper(), name)
+
+
+def device_text(generic_name: str | None, trade_name: str | None, ao_statement: str | None) -> str:
+    """Name, trade name (when the statement lacks it) and the statement without its boilerplate."""
+    name = device_name(generic_name)
+    statement = _BOILERPLATE.sub("", clean_text(ao_statement))
+    trade = clean_text(trade_name)
+    if trade and (trade.lower() in statement.lower() or trade.lower() in name.lower()):
+        trade = ""
+    return " ".join(part for part in (name, trade, statement) if part)
+
+
+def parse_decision_date(value: str) -> date | None:
+    """YYYY-MM-DD, YYYYMMDD or MM/DD/YYYY -> date; None when the value fits none of them."""
+    for fmt in _DATE_FORMATS:
+        try:
+            return datetime.strptime(value, fmt).date()
+        except ValueError:
+            continue
+    return None
+
+
+def _has_undecodable(text: str) -> bool:
+    """Bytes that were not UTF-8 arrive as lone surrogates (decoded with 'surrogateescape')."""
+    return any("\udc80" <= ch <= "\udcff" for ch in text)
+
+
+def _field(record: dict[str, Any], name: str) -> tuple[str, str | None]:
+    """(text value, problem or None) for one field; missing and null read as '' like openFDA."""
+    value = record.get(name)
+    if value is None:
+        return "", None
+    if isinstance(value, bytes):
+        try:
+            value = value.decode("utf-8")
+        except UnicodeDecodeError:
+            return "", f"non-UTF-8 bytes in {name}"
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str):
+        return "", f"{name} is a {type(value).__name__}, not text"
+    if _has_undecodable(value):
+        return "", f"non-UTF-8 bytes in {name}"
+    return value, None
+
+
+def _canonical(record: object) -> str:
+    """The record as sorted-key ASCII JSON: equal records give equal strings, whatever the key order."""
+    try:
+        return json.dumps(record, sort_keys=True, ensure_ascii=True, default=repr)
+    except (TypeError, ValueError):
+        return repr(record)
+
+
+def _payload(record: object) -> str:
+    return _canonical(record)[:MAX_RECORD_CHARS]
+
+
+def _reject(source: str, index: int, key: str, reason: str, record: object) -> dict[str, str]:
+    return {"source": source, "record_key": f"{source}#{index}:{key or '?'}", "reason": reason,
+            "record": _payload(record)}
+
+
+def pma_records_to_devices(records: Iterable[object], source: str = "openfda device/pma") -> PmaDevices:
+    """Validate raw PMA records (dicts in openFDA field names) into devices, quarantine and counts."""
+    counts = dict.fromkeys(("records", "supplements", "originals", "duplicates", "superseded", "rejected",
+                            "devices"), 0)
+    rejected: list[dict[str, str]] = []
+    best: dict[str, tuple[tuple[date, str], int, dict[str, Any], object]] = {}
+    for index, record in enumerate(records):
+        counts["records"] += 1
+        if not isinstance(record, dict):
+            rejected.append(_reject(source, index, "", f"record is a {type(record).__name__}, not a JSON object",
+                                    record))
+            continue
+        values, problems = {}, []
+        for name in _FIELDS:
+            values[name], problem = _field(record, name)
+            if problem:
+                problems.append(problem)
+        if values["supplement_number"].strip():
+            counts["supplements"] += 1  # not bad, just not an original
+            continue
+        pma = values["pma_number"].strip().upper()
+        if not pma:
+            problems.insert(0, "missing pma_number")
+        elif not _PMA_NUMBER.match(pma):
+            problems.insert(0, f"pma_number {pma[:40]!r} is not a PMA number")
+        raw_date = values["decision_date"].strip()
+        decided = parse_decision_date(raw_date) if raw_date else None
+        if raw_date and decided is None:
+            problems.append(f"unparseable decision_date {raw_date[:40]!r} (want YYYY-MM-DD or YYYYMMDD)")
+        row = {**values, "pma_number": pma, "supplement_number": None, "decision_date": decided}
+        if not problems and not device_text(row["generic_name"], row["trade_name"], row["ao_statement"]):
+            problems.append("no generic_name, trade_name or ao_statement: nothing to read")
+        if problems:
+            rejected.append(_reject(source, index, pma, "; ".join(problems), record))
+            continue
+        counts["originals"] += 1
+        rank = (decided or date.min, _canonical(record))
+        held = best.get(pma)
+        if held is None:
+            best[pma] = (rank, index, row, record)
+            continue
+        if rank[1] == held[0][1]:
+            counts["duplicates"] += 1  # the same record twice (paging overlap): nothing lost
+            continue
+        keep, drop = (best[pma], (rank, index, row, record)) if held[0] > rank else ((rank, index, row, record), held)
+        best[pma] = keep
+        counts["superseded"] += 1
+        rejected.append(_reject(source, drop[1], pma, f"duplicate original of {pma}: superseded by record "
+                                f"#{keep[1]} (kept: latest decision_date, then greatest record JSON)", drop[3]))
+    originals = pl.DataFrame([best[k][2] for k in sorted(best)], schema=PMA) if best else schemas.empty(PMA)
+    devices = devices_from_pma(originals)
+    counts["rejected"], counts["devices"] = len(rejected), devices.height
+    rejected_frame = (pl.DataFrame(rejected, schema=schemas.REJECTED_RECORDS) if rejected
+                      else schemas.empty(schemas.REJECTED_RECORDS))
+    return PmaDevices(devices, rejected_frame, counts, originals)
+
+
+def devices_from_pma(originals: pl.DataFrame) -> pl.DataFrame:
+    """PMA-schema originals -> schemas.DEVICES rows (fda_id = PMA number), text by `device_text`."""
+    rows = originals.select("pma_number", "applicant", "trade_name", "generic_name", "product_code",
+                            "decision_date", "ao_statement").to_dicts()
+    out = [{
+        "fda_id": r["pma_number"],
+        "applicant": clean_text(r["applicant"]) or None,
+        "trade_name": clean_text(r["trade_name"]) or None,
+        "generic_name": clean_text(r["generic_name"]) or None,
+        "product_code": (r["product_code"] or "").strip().upper() or None,
+        "decision_date": r["decision_date"],
+        "text": device_text(r["generic_name"], r["trade_name"], r["ao_statement"]),
+    } for r in rows]
+    return pl.DataFrame(out, schema=schemas.DEVICES) if out else schemas.empty(schemas.DEVICES)
+
+
+def canonical_pma(frame: pl.DataFrame) -> pl.DataFrame:
+    """An fdadata_pma frame or openFDA-named frame -> PMA schema (originals have a null supplement).
+
+    fdadata names (sponsor, device, panel_code, date_decision, approval_order_statement) are mapped
+    to openFDA's; `pma_number`/`supplement_number` are derived from `submission_number` when absent.
+    """
+    df = frame.rename({old: new for old, new in _FDADATA_NAMES.items()
+                       if old in frame.columns and new not in frame.columns})
+    if "pma_number" not in df.columns:
+        df = df.with_columns(pl.col("submission_number").str.split("/").list.first().alias("pma_number"))
+    if "supplement_number" not in df.columns and "submission_number" in df.columns:
+        df = df.with_columns(pl.col("submission_number").str.split("/").list.get(1, null_on_oob=True)
+                             .alias("supplement_number"))
+    elif "supplement_number" not in df.columns:  # only the flag: any non-empty marker means supplement
+        df = df.with_columns(pl.when(pl.col("is_original")).then(None).otherwise(pl.lit("supplement"))
+                             .alias("supplement_number"))
+    df = df.with_columns(
+        pl.col("pma_number").cast(pl.String).str.strip_chars().str.to_uppercase(),
+        pl.col("supplement_number").cast(pl.String).str.strip_chars().replace("", None),
+    )
+    if "decision_date" in df.columns and df.schema["decision_date"] == pl.String:
+        df = df.with_columns(pl.coalesce(pl.col("decision_date").str.to_date(fmt, strict=False)
+                                         for fmt in _DATE_FORMATS).alias("decision_date"))
+    return schemas.conform(df, PMA)

@@ -1,0 +1,62 @@
+"""New approvals flow in by themselves: poll openFDA, add device partitions, link just those.
+
+The planning (which keys, when the cursor moves) is pure and lives in meddevkg_core.refresh;
+this sensor only gathers its inputs (openFDA, the instance's partitions and run statuses) and
+turns the plan into partition requests and one run per batch.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import date, timedelta
+
+import dagster as dg
+
+from meddevkg_core.refresh import RefreshCursor, plan_refresh
+from meddevkg_dagster.jobs import device_links_job
+from meddevkg_dagster.partitions import pma_devices
+from meddevkg_dagster.resources import OpenFDAResource
+
+START_ENV = "MEDDEVKG_REFRESH_SINCE"
+DEFAULT_LOOKBACK_DAYS = 30
+BATCH_TAG = "meddevkg/new_pma_batch"
+
+
+def initial_cursor(today: date) -> RefreshCursor:
+    """Where a sensor with no cursor starts: MEDDEVKG_REFRESH_SINCE, else 30 days back."""
+    start = os.environ.get(START_ENV)
+    return RefreshCursor(since=date.fromisoformat(start) if start else today - timedelta(days=DEFAULT_LOOKBACK_DAYS))
+
+
+def _run_status(instance: dg.DagsterInstance, run_key: str) -> str | None:
+    runs = instance.get_runs(filters=dg.RunsFilter(tags={BATCH_TAG: run_key}), limit=1)
+    return runs[0].status.value if runs else None
+
+
+@dg.sensor(job=device_links_job, minimum_interval_seconds=6 * 3600, default_status=dg.DefaultSensorStatus.STOPPED,
+           description="Poll openFDA for cardiovascular PMA originals decided since the cursor; add their device "
+                       "partitions and request one run that links just them. The cursor moves only after success.")
+def new_pma_sensor(context: dg.SensorEvaluationContext, openfda: OpenFDAResource) -> dg.SensorResult:
+    today = date.today()
+    cursor = RefreshCursor.model_validate_json(context.cursor) if context.cursor else initial_cursor(today)
+    statuses = {b.run_key: s for b in cursor.pending if (s := _run_status(context.instance, b.run_key))}
+    found = openfda.selected_originals(cursor.since, today)
+    known = set(context.instance.get_dynamic_partitions(pma_devices.name))
+    plan = plan_refresh(cursor, found, known, statuses)
+    context.log.info(f"openFDA: {found.height} selected original(s) decided {cursor.since}..{today}; "
+                     f"{len(plan.add_keys)} new, {len(plan.completed)} batch(es) done, "
+                     f"{len(plan.cursor.pending)} pending; since -> {plan.cursor.since}")
+    requests = [dg.RunRequest(run_key=b.run_key, tags={
+        BATCH_TAG: b.run_key,
+        "dagster/asset_partition_range_start": b.keys[0],
+        "dagster/asset_partition_range_end": b.keys[-1],
+    }) for b in plan.requests]
+    return dg.SensorResult(
+        run_requests=requests,
+        dynamic_partitions_requests=[pma_devices.build_add_request(plan.add_keys)] if plan.add_keys else [],
+        cursor=plan.cursor.model_dump_json(),
+        skip_reason=None if requests else f"no new approvals since {plan.cursor.since}",
+    )
+
+
+SENSORS = [new_pma_sensor]

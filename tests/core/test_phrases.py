@@ -1,0 +1,60 @@
+"""Segments, context-free segment tagging and base noun phrases."""
+
+import pytest
+
+from meddevkg_core.entities import load_spacy_pipeline
+from meddevkg_core.phrases import Tokens, base_noun_phrases, segment_key, segments, tag_segments, words_of
+
+
+@pytest.fixture(scope="module")
+def nlp():
+    return load_spacy_pipeline()
+
+
+def _segments(nlp, text):
+    toks = Tokens.of(nlp.tokenizer(text))
+    return toks, segments(toks)
+
+
+def test_segments_cut_at_stop_words_punctuation_and_numbers_but_not_inner_hyphens(nlp):
+    toks, spans = _segments(nlp, "The drug-eluting stent, with 2 struts and a pre- and post-dilation balloon.")
+    assert [" ".join(segment_key(toks, a, b)) for a, b in spans] == [
+        "drug - eluting stent", "struts", "pre-", "post - dilation balloon"]
+
+
+def test_a_segment_is_tagged_the_same_whatever_is_tagged_with_it(nlp):
+    key = ("steerable", "ablation", "catheter")
+    alone = tag_segments([key], nlp)[key]
+    crowded = tag_segments([("comprises",), key, ("Sensing", "may", "lead")] * 3, nlp)[key]
+    assert alone == crowded
+    assert [pos for pos, _, _ in alone][-1] == "NOUN"
+
+
+def test_plural_heads_get_their_lemma(nlp):
+    tags = tag_segments([("electrodes",), ("drug", "-", "eluting", "stents")], nlp)
+    assert tags[("electrodes",)][0][2] == "electrode"
+    assert tags[("drug", "-", "eluting", "stents")][-1][2] == "stent"
+
+
+def _phrases(nlp, text):
+    toks, spans = _segments(nlp, text)
+    tags = tag_segments(sorted({segment_key(toks, a, b) for a, b in spans}), nlp)
+    words = words_of(toks, spans, tags)
+    return [(" ".join(w.text for w in p), h.text) for a, b in spans
+            for p, h in base_noun_phrases([words[i] for i in range(a, b)])]
+
+
+def test_base_noun_phrases_end_on_their_head(nlp):
+    phrases = _phrases(nlp, "A balloon catheter comprising expandable struts is coupled to a drug-eluting stent.")
+    assert ("balloon catheter", "catheter") in phrases
+    assert ("expandable struts", "struts") in phrases
+    assert ("drug - eluting stent", "stent") in phrases
+    assert not any(p.startswith("comprising") for p, _ in phrases)
+
+
+def test_cue_words_restore_the_reading_context_gives(nlp):
+    toks, spans = _segments(nlp, "Sensing may lead to ablation. The lead is implanted.")
+    tags = tag_segments(sorted({segment_key(toks, a, b) for a, b in spans}), nlp)
+    words = words_of(toks, spans, tags)
+    leads = [w for w in words.values() if w.lower_ == "lead"]
+    assert [w.pos_ for w in leads] == ["VERB", "NOUN"]
