@@ -106,12 +106,12 @@ def test_weekly_patent_refresh_relinks_every_device_partition_in_one_run():
 
     from meddevkg_dagster.schedules import weekly_patents_refresh
 
-    instance = dg.DagsterInstance.ephemeral()
     when = datetime(2026, 11, 23, 4)
-    empty = weekly_patents_refresh(dg.build_schedule_context(instance=instance, scheduled_execution_time=when))
+    with dg.instance_for_test() as instance:  # schedule contexts need a persistent instance
+        empty = weekly_patents_refresh(dg.build_schedule_context(instance=instance, scheduled_execution_time=when))
+        instance.add_dynamic_partitions("pma_devices", ["P100045", "P260001"])
+        run = weekly_patents_refresh(dg.build_schedule_context(instance=instance, scheduled_execution_time=when))
     assert isinstance(empty, dg.SkipReason)
-    instance.add_dynamic_partitions("pma_devices", ["P100045", "P260001"])
-    run = weekly_patents_refresh(dg.build_schedule_context(instance=instance, scheduled_execution_time=when))
     assert run.run_key == "patents-2026-11-23"
     assert (run.tags["dagster/asset_partition_range_start"], run.tags["dagster/asset_partition_range_end"]) == (
         "P100045", "P260001")
