@@ -18,6 +18,7 @@ import polars as pl
 from meddevkg_core import schemas
 from meddevkg_core.config import Admission, CandidateConfig
 from meddevkg_core.entity_match import EntityMatcher
+from meddevkg_core.progress import Progress, no_progress
 
 
 class LexicalScorer(Protocol):
@@ -97,7 +98,8 @@ class BlockScores:
         return self.company + self.vector + self.entity
 
 
-def score_blocks(inputs: Stage2Inputs, cfg: CandidateConfig, device_ids: list[str] | None = None) -> Iterator[BlockScores]:
+def score_blocks(inputs: Stage2Inputs, cfg: CandidateConfig, device_ids: list[str] | None = None,
+                 progress: Progress = no_progress) -> Iterator[BlockScores]:
     """Yield score matrices for consecutive device blocks (memory bounded by the block size)."""
     wanted = inputs.device_ids if device_ids is None else device_ids
     row_of = {d: i for i, d in enumerate(inputs.device_ids)}
@@ -125,6 +127,7 @@ def score_blocks(inputs: Stage2Inputs, cfg: CandidateConfig, device_ids: list[st
         yield BlockScores(block, sim, comp, vector_points(sim, cfg).astype(np.float32), ent.score, ent.core,
                           ent.tier_s, ent.matches, via_deal,
                           (sim - d_mean[rows_all, None]) / d_std[rows_all, None], (sim - p_mean) / p_std, lexical)
+        progress(start + len(block), len(wanted))
 
 
 def admission(scores: BlockScores, cfg: CandidateConfig) -> tuple[np.ndarray, list[Admission]]:
@@ -166,10 +169,11 @@ def block_frame(scores: BlockScores, patent_ids: list[str], rows: np.ndarray, co
     })
 
 
-def generate_candidates(inputs: Stage2Inputs, cfg: CandidateConfig, device_ids: list[str] | None = None) -> pl.DataFrame:
+def generate_candidates(inputs: Stage2Inputs, cfg: CandidateConfig, device_ids: list[str] | None = None,
+                        progress: Progress = no_progress) -> pl.DataFrame:
     """The Stage-2 pool: admitted pairs with every score component and the admission reason."""
     frames = []
-    for scores in score_blocks(inputs, cfg, device_ids):
+    for scores in score_blocks(inputs, cfg, device_ids, progress):
         reason, names = admission(scores, cfg)
         r, c = np.nonzero(reason)
         if len(r):

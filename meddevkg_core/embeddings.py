@@ -22,6 +22,7 @@ import numpy as np
 import polars as pl
 
 from meddevkg_core import schemas
+from meddevkg_core.progress import Progress, no_progress
 
 log = logging.getLogger(__name__)
 
@@ -269,8 +270,14 @@ def embed_documents(
     cache: EmbeddingCache | None = None,
     text_col: str = "text",
     id_col: str = "doc_id",
+    progress: Progress = no_progress,
+    chunk_size: int = 512,
 ) -> pl.DataFrame:
-    """Embed `docs` as schemas.EMBEDDINGS, encoding each distinct uncached text exactly once."""
+    """Embed `docs` as schemas.EMBEDDINGS, encoding each distinct uncached text exactly once.
+
+    Texts are encoded and cached `chunk_size` at a time, so a long run reports progress and an
+    interrupted one resumes where it stopped.
+    """
     if docs.height == 0:
         return schemas.empty(schemas.EMBEDDINGS)
     ids = docs[id_col].cast(pl.String).to_list()
@@ -283,16 +290,18 @@ def embed_documents(
     text_of = dict(zip(hashes, texts, strict=True))
     vectors = cache.get_many(list(text_of)) if cache is not None else {}
     missing = [h for h in text_of if h not in vectors]
-    if missing:
-        encoded = np.asarray(encoder.encode([text_of[h] for h in missing]), dtype=np.float32)
-        if encoded.shape != (len(missing), encoder.dimension):
+    for start in range(0, len(missing), chunk_size):
+        chunk = missing[start:start + chunk_size]
+        encoded = np.asarray(encoder.encode([text_of[h] for h in chunk]), dtype=np.float32)
+        if encoded.shape != (len(chunk), encoder.dimension):
             raise ValueError(
                 f"encoder {encoder.model_id} returned shape {encoded.shape}, "
-                f"expected {(len(missing), encoder.dimension)}"
+                f"expected {(len(chunk), encoder.dimension)}"
             )
         if cache is not None:
-            cache.put_many(missing, encoded)
-        vectors.update(zip(missing, encoded, strict=True))
+            cache.put_many(chunk, encoded)
+        vectors.update(zip(chunk, encoded, strict=True))
+        progress(start + len(chunk), len(missing))
 
     matrix = np.stack([vectors[h] for h in hashes]).astype(np.float32, copy=False)
     if matrix.shape[1] != encoder.dimension:

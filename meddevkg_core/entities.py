@@ -39,6 +39,7 @@ from meddevkg_core.phrases import (
     tag_segments,
     words_of,
 )
+from meddevkg_core.progress import Progress, no_progress
 
 if TYPE_CHECKING:
     from spacy.language import Language
@@ -206,7 +207,7 @@ class _Candidate:
 
 
 def extract_mentions(docs: pl.DataFrame, ontology: Ontology, nlp: Language, batch_size: int = 256,
-                     n_process: int = 1) -> ExtractionResult:
+                     n_process: int = 1, progress: Progress = no_progress) -> ExtractionResult:
     """Grounded, concept-mapped mentions for every document of `docs` (columns doc_id, text).
 
     One mention per (doc, norm), at its first offset. Documents without text or id are returned
@@ -222,7 +223,8 @@ def extract_mentions(docs: pl.DataFrame, ontology: Ontology, nlp: Language, batc
     if n_process > 1 and len(valid) >= 2 * MIN_DOCS_PER_PROCESS:
         mentions, failed = _extract_in_processes(valid, ontology, nlp, batch_size, n_process)
     else:
-        mentions, failed = _extract_valid(valid, ontology, nlp, batch_size)
+        mentions, failed = _extract_valid(valid, ontology, nlp, batch_size, progress)
+    progress(len(valid), len(valid))
     return ExtractionResult(
         mentions=schemas.conform(pl.DataFrame(mentions, schema=schemas.MENTIONS), schemas.MENTIONS),
         rejected=schemas.conform(pl.DataFrame(rejected + failed, schema=schemas.REJECTED_RECORDS),
@@ -261,8 +263,8 @@ def _extract_shard(shard: list[tuple[str, str]]) -> tuple[list[dict], list[dict]
     return _extract_valid(shard, ontology, nlp, batch_size)
 
 
-def _extract_valid(valid: list[tuple[str, str]], ontology: Ontology, nlp: Language,
-                   batch_size: int) -> tuple[list[dict], list[dict]]:
+def _extract_valid(valid: list[tuple[str, str]], ontology: Ontology, nlp: Language, batch_size: int,
+                   progress: Progress = no_progress) -> tuple[list[dict], list[dict]]:
     tokenized = list(nlp.tokenizer.pipe((text for _, text in valid), batch_size=batch_size))
     arrays = [Tokens.of(doc) for doc in tokenized]
     spans = [segments(toks) for toks in arrays]
@@ -273,7 +275,9 @@ def _extract_valid(valid: list[tuple[str, str]], ontology: Ontology, nlp: Langua
     phrase_cache: dict[tuple, tuple[ConceptMatch | None, str]] = {}
     mentions: list[dict] = []
     rejected: list[dict] = []
-    for (doc_id, text), doc, toks, doc_spans in zip(valid, tokenized, arrays, spans, strict=True):
+    for n, ((doc_id, text), doc, toks, doc_spans) in enumerate(zip(valid, tokenized, arrays, spans, strict=True)):
+        if n % 1000 == 0:
+            progress(n, len(valid))
         words = words_of(toks, doc_spans, tags)
         for cand in _dedupe(_candidates(doc, text, doc_spans, words, matcher, ontology, phrase_cache)):
             grounding = ground_span(cand.mention, text, expected_start=cand.start)

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import polars as pl
 
-
 from meddevkg_core.baselines import TfidfScorer
 from meddevkg_core.candidates import Stage2Inputs, generate_candidates
 from meddevkg_core.companies import CompanyResolver, company_match_table
@@ -26,6 +25,7 @@ from meddevkg_core.entities import extract_mentions
 from meddevkg_core.entity_match import EntityMatcher, doc_keys
 from meddevkg_core.evaluation import LinkEvaluation, evaluate_links
 from meddevkg_core.ontology import Ontology
+from meddevkg_core.progress import ThrottledReporter
 from meddevkg_core.rerank import FoldModels, apply_fold_models, decide, feature_frame, fit_fold_models, links_frame
 from meddevkg_core.training_pairs import training_pairs
 
@@ -92,6 +92,10 @@ class Timer:
         self.progress(f"[{name}] done in {self.seconds[name]:.1f}s")
         return out
 
+    def reporter(self, name: str, unit: str) -> ThrottledReporter:
+        """Progress inside a long stage, to the same place as the stage lines."""
+        return ThrottledReporter(f"[{name}]", self.progress, unit=unit)
+
 
 @dataclass(frozen=True)
 class PreparedCorpus:
@@ -108,10 +112,14 @@ class PreparedCorpus:
 
 def prepare(corpus: Corpus, models: Models, timer: Timer) -> PreparedCorpus:
     dev_docs, pat_docs = documents(corpus.devices, "fda_id"), documents(corpus.patents, "pat_id")
-    dev_ext = timer("device_entities", extract_mentions, dev_docs, models.ontology, models.nlp)
-    pat_ext = timer("patent_entities", extract_mentions, pat_docs, models.ontology, models.nlp)
-    dev_emb = timer("device_embeddings", embed_documents, dev_docs, models.encoder, models.embedding_cache)
-    pat_emb = timer("patent_embeddings", embed_documents, pat_docs, models.encoder, models.embedding_cache)
+    dev_ext = timer("device_entities", extract_mentions, dev_docs, models.ontology, models.nlp,
+                    progress=timer.reporter("device_entities", "documents"))
+    pat_ext = timer("patent_entities", extract_mentions, pat_docs, models.ontology, models.nlp,
+                    progress=timer.reporter("patent_entities", "documents"))
+    dev_emb = timer("device_embeddings", embed_documents, dev_docs, models.encoder, models.embedding_cache,
+                    progress=timer.reporter("device_embeddings", "texts"))
+    pat_emb = timer("patent_embeddings", embed_documents, pat_docs, models.encoder, models.embedding_cache,
+                    progress=timer.reporter("patent_embeddings", "texts"))
     matches = timer("company_matches", company_match_table, corpus.devices, corpus.patents, models.resolver)
     rejected = pl.concat([corpus.rejected, dev_ext.rejected, pat_ext.rejected])
     return PreparedCorpus(corpus, dev_ext.mentions, pat_ext.mentions, dev_emb, pat_emb, matches, rejected)
@@ -133,7 +141,8 @@ def link(prepared: PreparedCorpus, models: Models, config: PipelineConfig, timer
     inputs = timer("stage2_index", stage2_inputs, prepared.device_embeddings, prepared.patent_embeddings,
                    prepared.device_mentions, prepared.patent_mentions, prepared.company_matches,
                    models.ontology, config, corpus.devices, corpus.patents)
-    pool = timer("candidate_pool", generate_candidates, inputs, config.candidates)
+    pool = timer("candidate_pool", generate_candidates, inputs, config.candidates,
+                 progress=timer.reporter("candidate_pool", "devices"))
     ce = timer("cross_encoder_scores", score_candidate_pairs, pool, corpus.devices, corpus.patents,
                models.cross_encoder, config.cross_encoder.max_chars, config.cross_encoder.batch_size)
     training = timer("training_pairs", training_pairs, inputs, pool, ce, corpus.gold_links, config)

@@ -10,6 +10,7 @@ import dagster as dg
 import polars as pl
 
 from meddevkg_core.evaluation import LinkEvaluation
+from meddevkg_core.progress import ThrottledReporter
 
 
 def partition_keys(context: dg.AssetExecutionContext) -> list[str]:
@@ -35,6 +36,12 @@ def stopwatch() -> Iterator[dict[str, float]]:
     start = time.perf_counter()
     yield out
     out["seconds"] = round(time.perf_counter() - start, 3)
+
+
+def log_progress(context: dg.AssetExecutionContext, unit: str) -> ThrottledReporter:
+    """Progress of a long asset body, as throttled lines in the run's log."""
+    return ThrottledReporter(context.asset_key.to_user_string() if context.has_assets_def else "step",
+                             context.log.info, unit=unit)
 
 
 def table_metadata(df: pl.DataFrame, **extra) -> dict[str, object]:

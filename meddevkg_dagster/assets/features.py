@@ -7,7 +7,7 @@ from meddevkg_core.embeddings import embed_documents
 from meddevkg_core.entities import extract_mentions, load_spacy_pipeline
 from meddevkg_core.pipeline import documents
 from meddevkg_dagster.assets.sources import ontology_from_table
-from meddevkg_dagster.lib import stopwatch, table_metadata
+from meddevkg_dagster.lib import log_progress, stopwatch, table_metadata
 from meddevkg_dagster.partitions import DEVICE_BACKFILL, pma_devices
 from meddevkg_dagster.resources import DUCKDB_POOL, GPU_TAG, EmbeddingModelResource
 
@@ -17,7 +17,8 @@ DEVICE_PARTITIONED = {"partitions_def": pma_devices, "backfill_policy": DEVICE_B
 
 def _mentions(context: dg.AssetExecutionContext, docs: pl.DataFrame, meddevonto: pl.DataFrame) -> dg.Output:
     with stopwatch() as t:
-        result = extract_mentions(docs, ontology_from_table(meddevonto), load_spacy_pipeline())
+        result = extract_mentions(docs, ontology_from_table(meddevonto), load_spacy_pipeline(),
+                                  progress=log_progress(context, "documents"))
     m = result.mentions
     tiers = m.group_by("map_tier").len()
     coverage = {f"coverage_{tier}": round(n / max(1, m.height), 4) for tier, n in tiers.iter_rows()}
@@ -44,7 +45,7 @@ def patent_entities(context: dg.AssetExecutionContext, patents: pl.DataFrame,
 def _embeddings(context: dg.AssetExecutionContext, docs: pl.DataFrame, model: EmbeddingModelResource) -> dg.Output:
     encoder = model.encoder()
     with stopwatch() as t:
-        out = embed_documents(docs, encoder, model.cache())
+        out = embed_documents(docs, encoder, model.cache(), progress=log_progress(context, "texts"))
     context.log.info(f"embedded {out.height} documents with {encoder.model_id} in {t['seconds']}s")
     return dg.Output(out, metadata=table_metadata(
         out, model=encoder.model_id, dimension=encoder.dimension, device=model.device, seconds=t["seconds"]))

@@ -11,7 +11,7 @@ from meddevkg_core.pipeline import stage2_inputs
 from meddevkg_core.training_pairs import training_pairs as build_training_pairs
 from meddevkg_core.rerank import FoldModels, apply_fold_models, decide, feature_frame, fit_fold_models, links_frame
 from meddevkg_dagster.assets.sources import ontology_from_table
-from meddevkg_dagster.lib import partition_keys, stopwatch, table_metadata
+from meddevkg_dagster.lib import log_progress, partition_keys, stopwatch, table_metadata
 from meddevkg_dagster.partitions import DEVICE_BACKFILL, pma_devices
 from meddevkg_dagster.resources import (
     DUCKDB_POOL, GPU_TAG, CorpusResource, CrossEncoderResource, PipelineConfigResource,
@@ -53,7 +53,8 @@ def candidate_pool(context: dg.AssetExecutionContext, corpus: CorpusResource,
     with stopwatch() as t:
         inputs = _stage2_inputs(corpus, config, pma_documents, patents, device_embeddings, patent_embeddings,
                                 device_entities, patent_entities, meddevonto)
-        pool = generate_candidates(inputs, config.candidates, partition_keys(context) or None)
+        pool = generate_candidates(inputs, config.candidates, partition_keys(context) or None,
+                                   progress=log_progress(context, "devices"))
     pairs = pma_documents.height * patents.height
     admitted = dict(pool.group_by("admitted_by").len().iter_rows())
     context.log.info(f"scored {pairs} pairs in {t['seconds']}s; kept {pool.height}")
