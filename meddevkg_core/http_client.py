@@ -126,14 +126,15 @@ class JsonClient:
     def __init__(self, name: str, policy: RetryPolicy, *, headers: Mapping[str, str] | None = None,
                  secret: SecretStr | None = None, secret_env: str | None = None,
                  transport: httpx.BaseTransport | None = None, sleep: Callable[[float], None] = time.sleep,
-                 clock: Callable[[], float] = time.monotonic, rng: random.Random | None = None) -> None:
+                 clock: Callable[[], float] = time.monotonic, rng: random.Random | None = None,
+                 limiter: RateLimiter | None = None) -> None:
         self.name = name
         self.policy = policy
         self.secret_env = secret_env
         self._secret = secret.get_secret_value() if secret is not None else ""
         self._sleep = sleep
         self._rng = rng or random.Random()
-        self.limiter = RateLimiter(policy.requests_per_minute, clock=clock, sleep=sleep)
+        self.limiter = limiter or RateLimiter(policy.requests_per_minute, clock=clock, sleep=sleep)
         self.stats = ClientStats()
         self._http = httpx.Client(timeout=policy.timeout, headers=dict(headers or {}), transport=transport)
 

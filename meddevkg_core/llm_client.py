@@ -28,8 +28,11 @@ from pydantic import BaseModel, Field, SecretStr
 from meddevkg_core.http_client import (  # noqa: F401  (re-exported: the LLM client's public names)
     RETRYABLE_STATUS,
     ClientStats,
+    JsonClient,
     RateLimiter,
-    backoff_delay,
+    RetryPolicy,
+    SourceAuthError,
+    SourceError,
     parse_retry_after,
 )
 
@@ -93,20 +96,27 @@ class LLMRequestError(LLMError):
 
 
 class ChatClient:
-    """POST {base_url}/chat/completions and return the assistant's message text."""
+    """POST {base_url}/chat/completions and return the assistant's message text.
+
+    The HTTP behaviour (retries, backoff, rate limit, key scrubbing) is JsonClient's; this class
+    adds the chat payload, the reply format and the LLM's own error types.
+    """
 
     def __init__(self, config: LLMConfig, *, transport: httpx.BaseTransport | None = None,
                  sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
                  rng: random.Random | None = None, limiter: RateLimiter | None = None) -> None:
         self.config = config
-        self._sleep = sleep
-        self._rng = rng or random.Random()
-        self.limiter = limiter or RateLimiter(config.requests_per_minute, clock=clock, sleep=sleep)
-        self.stats = ClientStats()
+        policy = RetryPolicy(timeout=config.timeout, max_retries=config.max_retries, backoff_base=config.backoff_base,
+                             backoff_max=config.backoff_max, max_retry_after=config.max_retry_after,
+                             requests_per_minute=config.requests_per_minute)
         headers = {"Content-Type": "application/json"}
         if config.api_key is not None and config.api_key.get_secret_value():
             headers["Authorization"] = f"Bearer {config.api_key.get_secret_value()}"
-        self._http = httpx.Client(timeout=config.timeout, headers=headers, transport=transport)
+        self._json = JsonClient("LLM endpoint", policy, headers=headers, secret=config.api_key,
+                                secret_env=API_KEY_ENV, transport=transport, sleep=sleep, clock=clock, rng=rng,
+                                limiter=limiter)
+        self.limiter = self._json.limiter
+        self.stats = self._json.stats
         self.url = config.base_url.rstrip("/") + "/chat/completions"
 
     def __enter__(self) -> ChatClient:
@@ -116,7 +126,7 @@ class ChatClient:
         self.close()
 
     def close(self) -> None:
-        self._http.close()
+        self._json.close()
 
     def __repr__(self) -> str:
         return f"ChatClient(url={self.url!r}, model={self.config.model!r})"
@@ -129,54 +139,23 @@ class ChatClient:
             payload["max_tokens"] = self.config.max_tokens
         if self.config.json_mode:
             payload["response_format"] = {"type": "json_object"}
-        attempts = self.config.max_retries + 1
-        for attempt in range(attempts):
-            self.limiter.acquire()
-            self.stats.requests += 1
-            retry_after: float | None = None
-            try:
-                response = self._http.post(self.url, json=payload)
-            except (httpx.TimeoutException, httpx.TransportError) as exc:
-                problem = f"{type(exc).__name__}: {exc}"
-            else:
-                if response.status_code in (401, 403):
-                    raise LLMAuthError(
-                        f"LLM endpoint {self.url} refused the credentials (HTTP {response.status_code}); "
-                        f"set {API_KEY_ENV} to a valid API key for model {self.config.model!r}"
-                    )
-                if response.is_success:
-                    return self._content(response, attempt + 1)
-                problem = f"HTTP {response.status_code}: {self._scrub(response.text[:300])}"
-                if response.status_code not in RETRYABLE_STATUS:
-                    raise LLMRequestError(f"{self.url}: {problem}", response.status_code, attempt + 1)
-                retry_after = parse_retry_after(response.headers.get("Retry-After"))
-            if attempt + 1 == attempts:
-                raise LLMRequestError(f"{self.url}: no success after {attempts} attempt(s), last {problem}",
-                                      None, attempts)
-            delay = self.backoff(attempt, retry_after)
-            log.warning("LLM request attempt %d/%d failed (%s); retrying in %.2fs", attempt + 1, attempts,
-                        problem, delay)
-            self.stats.retries += 1
-            self.stats.waited_seconds += delay
-            self._sleep(delay)
-        raise AssertionError("unreachable")
-
-    def backoff(self, attempt: int, retry_after: float | None = None) -> float:
-        return backoff_delay(self.config, attempt, self._rng, retry_after)
-
-    def _content(self, response: httpx.Response, attempts: int) -> str:
         try:
-            content = response.json()["choices"][0]["message"]["content"]
-        except (json.JSONDecodeError, KeyError, IndexError, TypeError) as exc:
-            body = self._scrub(response.text[:300])
-            raise LLMRequestError(f"{self.url}: reply is not a chat completion ({type(exc).__name__}): {body!r}",
-                                  response.status_code, attempts) from None
-        if not isinstance(content, str):
-            raise LLMRequestError(f"{self.url}: reply has no text content: {content!r:.300}",
-                                  response.status_code, attempts)
-        return content
+            body = self._json.post_json(self.url, payload)
+        except SourceAuthError as exc:
+            raise LLMAuthError(f"LLM endpoint {self.url} refused the credentials (HTTP {exc.status}); "
+                               f"set {API_KEY_ENV} to a valid API key for model {self.config.model!r}") from None
+        except SourceError as exc:
+            raise LLMRequestError(f"{self.url}: {exc}", exc.status, exc.attempts) from None
+        return self._content(body)
 
-    def _scrub(self, text: str) -> str:
-        """Remove the key from server text before it reaches a message (some servers echo it)."""
-        key = self.config.api_key.get_secret_value() if self.config.api_key is not None else ""
-        return text.replace(key, "***") if key else text
+    def _content(self, body: Any) -> str:
+        try:
+            content = body["choices"][0]["message"]["content"]
+        except (KeyError, IndexError, TypeError) as exc:
+            shown = self._json._scrub(json.dumps(body)[:300])
+            raise LLMRequestError(f"{self.url}: reply is not a chat completion ({type(exc).__name__}): {shown!r}",
+                                  200, self.stats.requests) from None
+        if not isinstance(content, str):
+            raise LLMRequestError(f"{self.url}: reply has no text content: {content!r:.300}", 200,
+                                  self.stats.requests)
+        return content

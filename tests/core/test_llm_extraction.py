@@ -272,7 +272,7 @@ def test_a_dead_endpoint_stops_the_run(fake, tmp_path, onto):
 def test_malformed_replies_are_recorded_failures_and_not_cached(fake, tmp_path, onto):
     cfg = config(fake, tmp_path)
     fake.replies["XIENCE"] = '{"entities": [{"span": "stent", '  # truncated JSON
-    fake.script = [(200, {}, "<html>gateway</html>")]  # P0: not a chat completion at all
+    fake.script = [(200, {}, '{"error": "upstream gateway"}')]  # P0: JSON, but not a chat completion
     frame = docs(("P0", "a stent"), ("P1", DEVICE_TEXT), ("P2", OTHER_TEXT), ("P3", None))
     ext = extractor(cfg)
     result = ext.extract_mentions(frame, onto)
@@ -285,6 +285,13 @@ def test_malformed_replies_are_recorded_failures_and_not_cached(fake, tmp_path, 
     fake.requests.clear()
     extractor(cfg).extract_mentions(frame, onto)
     assert len(fake.requests) == 2  # the two failures are asked again, P2 comes from the cache
+
+
+def test_a_non_json_reply_is_transient_and_retried(fake, tmp_path, onto):
+    cfg = config(fake, tmp_path)
+    fake.script = [(200, {}, "<html>gateway</html>")]  # a proxy page instead of the API's answer
+    result = extractor(cfg).extract_mentions(docs(("P2", OTHER_TEXT)), onto)
+    assert set(result.mentions["doc_id"]) == {"P2"} and len(fake.requests) == 2
 
 
 def test_parse_reply_tolerates_a_code_fence_but_needs_an_entity_list():
