@@ -1,7 +1,8 @@
 """The MedDevKG graph: devices, patents, companies and concepts, and the edges between them.
 
 One table holds nodes and edges (`element` = node/edge) so a single DuckDB table answers graph
-questions; `write_graph` splits it into node and edge files for graph databases.
+questions; `write_graph` splits it into node and edge files, and `graph_export.export_graph` writes
+them as Parquet and as the typed CSV layout `neo4j-admin database import full` reads.
 """
 
 from __future__ import annotations
@@ -45,16 +46,16 @@ def build_graph(devices: pl.DataFrame, patents: pl.DataFrame, links: pl.DataFram
                            acquisitions.select(pl.col("acquirer").alias("company_id")),
                            acquisitions.select(pl.col("acquired").alias("company_id"))]).drop_nulls().unique()
     kept = links.filter(pl.col("decision"))
-    used_concepts = mentions.select("concept_id").drop_nulls().unique()
-    concept_nodes = concepts.join(used_concepts, on="concept_id", how="semi")
-    is_a = parents.join(used_concepts, on="concept_id", how="semi")
-    concept_nodes = pl.concat([concept_nodes, concepts.join(is_a.select(pl.col("parent_id").alias("concept_id")),
-                                                            on="concept_id", how="semi")]).unique("concept_id")
+    used_concepts = mentions.select("concept_id").drop_nulls().unique().join(concepts, on="concept_id", how="semi")
+    is_a = _ancestry(parents.join(concepts.select(pl.col("concept_id").alias("parent_id")), on="parent_id",
+                                  how="semi"), used_concepts)
+    concept_nodes = concepts.join(pl.concat([used_concepts, is_a.select(pl.col("parent_id").alias("concept_id"))]),
+                                  on="concept_id", how="semi").unique("concept_id", maintain_order=True)
     dev_id = pl.concat_str([pl.lit("device:"), pl.col("fda_id")])
     pat_id = pl.concat_str([pl.lit("patent:"), pl.col("pat_id")])
     comp = pl.concat_str([pl.lit("company:"), pl.col("company_id")])
     concept = pl.concat_str([pl.lit("concept:"), pl.col("concept_id")])
-    ment = mentions.filter(pl.col("concept_id").is_not_null()).unique(["doc_id", "concept_id"])
+    ment = mentions.join(used_concepts, on="concept_id", how="semi").unique(["doc_id", "concept_id"])
     doc_node = pl.when(pl.col("doc_id").is_in(devices["fda_id"].implode())).then(
         pl.concat_str([pl.lit("device:"), pl.col("doc_id")])).otherwise(pl.concat_str([pl.lit("patent:"), pl.col("doc_id")]))
     parts = [
@@ -72,6 +73,18 @@ def build_graph(devices: pl.DataFrame, patents: pl.DataFrame, links: pl.DataFram
     ]
     graph = pl.concat([p.cast(GRAPH) for p in parts]).unique("id", keep="first", maintain_order=True)
     return graph.sort("element", "label", "id")
+
+
+def _ancestry(parents: pl.DataFrame, start: pl.DataFrame) -> pl.DataFrame:
+    """IS_A rows of the used concepts and of all their ancestors, so every hierarchy path reaches a root."""
+    frontier, seen, rows = start, start, []
+    while frontier.height:
+        step = parents.join(frontier, on="concept_id", how="semi")
+        rows.append(step)
+        frontier = (step.select(pl.col("parent_id").alias("concept_id")).unique()
+                    .join(seen, on="concept_id", how="anti"))
+        seen = pl.concat([seen, frontier])
+    return pl.concat(rows).unique(maintain_order=True) if rows else parents.clear()
 
 
 def dangling_edges(graph: pl.DataFrame) -> pl.DataFrame:

@@ -238,6 +238,152 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
                    help="directory of cached embeddings (default .meddevkg/embedding_cache)")
 
 
+def _default_db() -> Path:
+    return Path(os.environ.get("MEDDEVKG_DUCKDB", _home() / "warehouse.duckdb"))
+
+
+def _app_tables(args: argparse.Namespace):
+    """The run to answer on: a run/benchmark directory (--links) or the DuckDB store (--db, default)."""
+    from meddevkg_core.app_store import from_duckdb, from_output_dir
+
+    try:
+        tables = from_output_dir(args.links, args.corpus) if args.links else from_duckdb(args.db or _default_db())
+    except FileNotFoundError as exc:
+        raise SystemExit(str(exc)) from exc
+    from dataclasses import replace
+
+    if getattr(args, "fda_pma", None):
+        from meddevkg_core.app_store import with_fda_decision_dates
+
+        tables = replace(tables, devices=with_fda_decision_dates(tables.devices, args.fda_pma))
+    if args.min_probability > 0:
+        tables = replace(tables, links=tables.links.filter(pl.col("probability") >= args.min_probability))
+    print(f"source: {tables.source}")
+    return tables
+
+
+def _show(title: str, df: pl.DataFrame, limit: int) -> None:
+    print(f"\n{title} ({df.height} rows{', first ' + str(limit) if df.height > limit else ''})")
+    if df.height:  # a corpus without titles or dates would print columns of nulls
+        df = df.select([c for c in df.columns if df[c].null_count() < df.height])
+    with pl.Config(tbl_rows=limit, fmt_str_lengths=60, tbl_width_chars=200, fmt_table_cell_list_len=6):
+        print(df.head(limit))
+
+
+def _recall_rootcause(args: argparse.Namespace) -> int:
+    from meddevkg_core.applications import recall_root_cause
+
+    tables = _app_tables(args)
+    if args.device:
+        causes = [recall_root_cause(tables.links, fda_id=args.device, devices=tables.devices, patents=tables.patents)]
+    else:
+        from meddevkg_core.http_client import SourceError
+        from meddevkg_core.sources.openfda_recall import OpenFDARecallClient
+
+        try:
+            with OpenFDARecallClient() as client:
+                records = client.by_recall_number(args.recall_number)
+        except (SourceError, ValueError) as exc:
+            raise SystemExit(f"openFDA device/recall: {exc}") from exc
+        if not records:
+            raise SystemExit(f"openFDA has no device recall {args.recall_number}")
+        causes = [recall_root_cause(tables.links, recall=r, devices=tables.devices, patents=tables.patents)
+                  for r in records]
+    for cause in causes:
+        if cause.recall:
+            print("\nrecall " + "; ".join(f"{k}={v}" for k, v in cause.recall.items() if v not in (None, "", [])))
+        if cause.unknown:
+            print(f"not in this link set: {', '.join(cause.unknown)}")
+        if not cause.fda_ids:
+            print("no device of this link set is named: nothing to trace")
+            continue
+        _show(f"patents linked to {', '.join(cause.fda_ids)}", cause.patents, args.limit)
+        _show("other devices sharing those patents (by number shared)", cause.shared_devices, args.limit)
+    return 0 if any(c.fda_ids for c in causes) else 1
+
+
+def _ma_discovery(args: argparse.Namespace) -> int:
+    from meddevkg_core.applications import acquired_patents
+
+    tables = _app_tables(args)
+    out = acquired_patents(tables.links, tables.company_paths, args.device)
+    if tables.company_paths.height == 0:
+        print("note: this source has no company paths (candidates table), so no acquisition can be shown")
+    _show(f"patents linked to {args.device} through an acquisition", out.drop("deal_dates", "fda_id"), args.limit)
+    if out.height:
+        by = out.group_by("company_path", "latest_close_date").len("n_patents").sort("n_patents", descending=True)
+        _show("by acquisition path", by, args.limit)
+    return 0
+
+
+def _trajectory(args: argparse.Namespace) -> int:
+    from meddevkg_core.applications import plot_trajectory, trajectory
+
+    tables = _app_tables(args)
+    traj = trajectory(tables.links, tables.patents, args.device, tables.devices)
+    print(f"{traj.patents.height} linked patents; FDA approval year: {traj.decision_year or 'unknown'}")
+    for note in traj.notes:
+        print(f"note: {note}")
+    _show("linked patents per year", traj.counts, 200)
+    _show("linked patents", traj.patents, args.limit)
+    if args.png:
+        print(f"wrote {plot_trajectory(traj, args.png)}")
+    return 0
+
+
+def _views(args: argparse.Namespace) -> int:
+    import duckdb
+
+    from meddevkg_core.app_store import create_application_views
+
+    db = Path(args.db or _default_db())
+    if not db.is_file():
+        raise SystemExit(f"{db}: no DuckDB store (run `meddevkg demo` first)")
+    with duckdb.connect(str(db)) as con:
+        counts = create_application_views(con)
+    for name, n in counts.items():
+        print(f"meddevkg.{name}: {n} rows")
+    print(f"query them with: duckdb {db} \"select * from meddevkg.app_shared_patents limit 10\"")
+    return 0
+
+
+def _pma(value: str) -> str:
+    return value.strip().upper()
+
+
+def _add_app_source(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", help="DuckDB store (default $MEDDEVKG_DUCKDB or $MEDDEVKG_HOME/warehouse.duckdb)")
+    p.add_argument("--links", help="a `meddevkg run`/`benchmark` output directory instead of the store")
+    p.add_argument("--corpus", help="with --links: the corpus directory (default: the one in report.json, "
+                   "else $MEDDEVKG_CORPUS)")
+    p.add_argument("--limit", type=int, default=20, help="rows printed per table")
+    p.add_argument("--min-probability", type=float, default=0.0,
+                   help="only links at least this probable (the link set also keeps low-probability immune links)")
+
+
+def _register_applications(sub) -> None:
+    """recall-rootcause, ma-discovery, trajectory, views: the paper's applications on a finished run."""
+    rc = sub.add_parser("recall-rootcause", help="patents behind a recalled device, and the devices sharing them")
+    which = rc.add_mutually_exclusive_group(required=True)
+    which.add_argument("--device", type=_pma, help="PMA number of the device (e.g. P130021)")
+    which.add_argument("--recall-number", help="openFDA device recall number (e.g. Z-0313-2007), fetched live")
+    _add_app_source(rc)
+    rc.set_defaults(func=_recall_rootcause)
+    ma = sub.add_parser("ma-discovery", help="a device's linked patents reached through an acquisition")
+    ma.add_argument("--device", required=True, type=_pma, help="PMA number of the device")
+    _add_app_source(ma)
+    ma.set_defaults(func=_ma_discovery)
+    tr = sub.add_parser("trajectory", help="a device's linked patents by filing and grant year (table, PNG)")
+    tr.add_argument("--device", required=True, type=_pma, help="PMA number of the device")
+    tr.add_argument("--png", help="also draw the counts per year into this PNG")
+    tr.add_argument("--fda-pma", help="fdadata_pma.parquet: approval dates for devices the corpus has none for")
+    _add_app_source(tr)
+    tr.set_defaults(func=_trajectory)
+    vw = sub.add_parser("views", help="create the app_* DuckDB views over the store's tables")
+    vw.add_argument("--db", help="DuckDB store (default $MEDDEVKG_DUCKDB or $MEDDEVKG_HOME/warehouse.duckdb)")
+    vw.set_defaults(func=_views)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="meddevkg", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -285,6 +431,7 @@ def main(argv: list[str] | None = None) -> int:
     sel.add_argument("--benchmark", required=True, help="corpus directory whose devices to compare with")
     sel.add_argument("--out", help="also write the selected devices as a devices table (Parquet)")
     sel.set_defaults(func=_select_devices)
+    _register_applications(sub)
     args = parser.parse_args(argv)
     return args.func(args)
 

@@ -25,14 +25,25 @@ from meddevkg_dagster.resources import DUCKDB_POOL, CorpusResource, PipelineConf
 def meddevkg(pma_documents: pl.DataFrame, patents: pl.DataFrame, reranked_links: pl.DataFrame,
              company_dictionary: pl.DataFrame, device_entities: pl.DataFrame, patent_entities: pl.DataFrame,
              meddevonto: pl.DataFrame, corpus: CorpusResource) -> dg.Output[pl.DataFrame]:
-    """The knowledge graph: Device, Patent, Company, Concept nodes and their edges in one table."""
+    """The knowledge graph: Device, Patent, Company, Concept nodes and their edges in one table.
+
+    Also exported under MEDDEVKG_HOME/graph_export as Parquet and as neo4j-admin import CSVs
+    (with import.sh), so the graph loads into Neo4j without going through DuckDB.
+    """
+    from meddevkg_core.graph_export import export_graph
+
     onto = ontology_from_table(meddevonto)
     graph = build_graph(pma_documents, patents, reranked_links, company_dictionary, corpus.resolver().acquisitions,
                         pl.concat([device_entities, patent_entities]), onto.concepts, onto.hierarchy)
     if (bad := dangling_edges(graph)).height:
         raise dg.Failure(f"{bad.height} graph edges point to missing nodes, e.g. {bad['id'][0]}")
     counts = dict(graph.group_by("label").len().iter_rows())
-    return dg.Output(graph, metadata=table_metadata(graph, **{f"count_{k}": v for k, v in sorted(counts.items())}))
+    export = export_graph(graph, home_dir() / "graph_export")
+    return dg.Output(graph, metadata=table_metadata(
+        graph, **{f"count_{k}": v for k, v in sorted(counts.items())},
+        export_dir=dg.MetadataValue.path(export["directory"]),
+        export_nodes=sum(export["nodes"].values()), export_relationships=sum(export["relationships"].values()),
+        neo4j_import=dg.MetadataValue.md(f"`{export['command']}` (run in the export directory, or `sh import.sh`)")))
 
 
 def _image(path: Path) -> dg.MetadataValue:

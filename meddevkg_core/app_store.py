@@ -1,0 +1,169 @@
+"""Where the applications read from: the Dagster DuckDB store, or a `meddevkg run` / `benchmark` directory.
+
+Both hold the same facts under different names (reranked_links vs links.parquet, candidate_pool
+vs candidates.parquet); `AppTables` is the common shape, so applications.py never knows which.
+`create_application_views` puts the same applications into the store as DuckDB views for analysts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+DEVICE_COLS = ("fda_id", "applicant", "trade_name", "generic_name", "product_code", "decision_date")
+PATENT_COLS = ("pat_id", "title", "assignee", "grant_date", "filing_date")
+
+
+@dataclass(frozen=True)
+class AppTables:
+    links: pl.DataFrame  # fda_id, pat_id, probability, decision, evidence
+    devices: pl.DataFrame | None
+    patents: pl.DataFrame  # at least pat_id: grant years are then estimated from the numbers
+    company_paths: pl.DataFrame  # fda_id, pat_id, company_path
+    source: str
+
+
+def _pick(df: pl.DataFrame, cols: tuple[str, ...]) -> pl.DataFrame:
+    return df.select([c for c in cols if c in df.columns])
+
+
+def from_duckdb(db: str | Path, schema: str = "meddevkg") -> AppTables:
+    """The tables the assets wrote (reranked_links, pma_documents, patents, candidate_pool)."""
+    import duckdb
+
+    if not Path(db).is_file():
+        raise FileNotFoundError(f"{db}: no DuckDB store (run `meddevkg demo`, or pass --db or --links)")
+    with duckdb.connect(str(db), read_only=True) as con:
+        have = {r[0] for r in con.execute("select table_name from information_schema.tables where table_schema = ?",
+                                          [schema]).fetchall()}
+        if "reranked_links" not in have:
+            raise FileNotFoundError(f"{db}: no {schema}.reranked_links table (materialise the assets first)")
+
+        def table(name: str, cols: tuple[str, ...]) -> pl.DataFrame | None:
+            return _pick(con.sql(f'select * from {schema}."{name}"').pl(), cols) if name in have else None
+
+        links = table("reranked_links", ("fda_id", "pat_id", "probability", "decision", "evidence"))
+        devices = table("pma_documents", DEVICE_COLS)
+        patents = table("patents", PATENT_COLS)
+        paths = table("candidate_pool", ("fda_id", "pat_id", "company_path"))
+    assert links is not None
+    return AppTables(links, devices, patents if patents is not None else links.select("pat_id").unique(),
+                     paths if paths is not None else _no_paths(), f"DuckDB {db}")
+
+
+def _no_paths() -> pl.DataFrame:
+    return pl.DataFrame(schema={"fda_id": pl.String, "pat_id": pl.String, "company_path": pl.String})
+
+
+def corpus_of(out_dir: Path) -> Path | None:
+    """The corpus a benchmark directory was made from (report.json), else $MEDDEVKG_CORPUS."""
+    report = out_dir / "report.json"
+    if report.is_file():
+        path = (json.loads(report.read_text()).get("corpus") or {}).get("path")
+        for base in (Path.cwd(), out_dir, out_dir.parent) if path else ():
+            if (base / path).is_dir() and any((base / path).glob("devices.*")):
+                return (base / path).resolve()
+    env = os.environ.get("MEDDEVKG_CORPUS")
+    return Path(env) if env else None
+
+
+def from_output_dir(out_dir: str | Path, corpus_dir: str | Path | None = None) -> AppTables:
+    """links.parquet and candidates.parquet (or company_matches.parquet) of a run or benchmark, plus its corpus."""
+    from meddevkg_core.corpus import read_corpus
+
+    out = Path(out_dir)
+    if not (out / "links.parquet").is_file():
+        raise FileNotFoundError(f"{out}: no links.parquet (a `meddevkg run` or `meddevkg benchmark` output)")
+    links = _pick(pl.read_parquet(out / "links.parquet"), ("fda_id", "pat_id", "probability", "decision", "evidence"))
+    paths = _no_paths()
+    for name in ("candidates.parquet", "company_matches.parquet"):
+        if (out / name).is_file() and "company_path" in pl.read_parquet_schema(out / name):
+            paths = pl.read_parquet(out / name, columns=["fda_id", "pat_id", "company_path"])
+            break
+    corpus = Path(corpus_dir) if corpus_dir else corpus_of(out)
+    devices, patents = None, links.select("pat_id").unique()
+    if corpus is not None:
+        data = read_corpus(corpus)
+        devices, patents = _pick(data.devices, DEVICE_COLS), _pick(data.patents, PATENT_COLS)
+        if devices["trade_name"].null_count() == devices.height if "trade_name" in devices.columns else True:
+            devices = devices.with_columns(data.devices["text"].str.slice(0, 60).alias("description"))
+    return AppTables(links, devices, patents, paths, f"{out}" + (f" (corpus {corpus})" if corpus else ""))
+
+
+def with_fda_decision_dates(devices: pl.DataFrame | None, fda_pma: str | Path) -> pl.DataFrame | None:
+    """Fill missing decision dates from FDA's PMA records (the benchmark's devices carry none)."""
+    if devices is None:
+        return None
+    originals = (pl.read_parquet(fda_pma, columns=["pma_number", "is_original", "date_decision"])
+                 .filter(pl.col("is_original")).group_by("pma_number").agg(pl.col("date_decision").min()))
+    base = devices if "decision_date" in devices.columns else devices.with_columns(
+        pl.lit(None, pl.Date).alias("decision_date"))
+    return (base.join(originals, left_on="fda_id", right_on="pma_number", how="left")
+            .with_columns(pl.coalesce(pl.col("decision_date").cast(pl.Date), "date_decision").alias("decision_date"))
+            .drop("date_decision"))
+
+
+# --------------------------------------------------------------------------- DuckDB views
+
+_DATE_RE = r"\((\d{4}-\d{2}-\d{2})\)"
+
+VIEWS: dict[str, str] = {
+    "app_device_patents": """
+        select l.fda_id, d.trade_name, d.applicant, l.pat_id, p.title, p.assignee, l.probability, l.verdict,
+               l.evidence, p.filing_date, p.grant_date
+        from {s}.reranked_links l
+        left join {s}.pma_documents d using (fda_id)
+        left join {s}.patents p using (pat_id)
+        where l.decision""",
+    "app_shared_patents": """
+        with kept as (select fda_id, pat_id, probability from {s}.reranked_links where decision)
+        select fda_id, other_fda_id, n_shared, shared_pat_ids, other_mean_probability,
+               rank() over (partition by fda_id order by n_shared desc) as rank
+        from (select a.fda_id, b.fda_id as other_fda_id, count(*) as n_shared,
+                     list(a.pat_id order by a.pat_id) as shared_pat_ids, avg(b.probability) as other_mean_probability
+              from kept a join kept b on a.pat_id = b.pat_id and a.fda_id <> b.fda_id
+              group by a.fda_id, b.fda_id)""",
+    "app_acquired_patents": """
+        with paths as (
+            select l.fda_id, l.pat_id, l.probability, c.company_path, l.evidence,
+                   trim(regexp_extract(c.company_path, '^(.+?)\\s(<-|->)\\s', 1)) as device_company,
+                   trim(regexp_extract(c.company_path, '(<-|->)\\s([^()]+?)\\s\\(\\d{{4}}-\\d{{2}}-\\d{{2}}\\)$', 2))
+                       as patent_company,
+                   regexp_extract(c.company_path, '\\s(<-|->)\\s', 1) as first_arrow,
+                   list_transform(regexp_extract_all(c.company_path, '{date}', 1), x -> cast(x as date)) as deal_dates
+            from {s}.reranked_links l
+            join {s}.candidate_pool c using (fda_id, pat_id)
+            where l.decision and c.company_path is not null)
+        select fda_id, pat_id, probability,
+               case when first_arrow = '->' then 'acquirer'
+                    when company_path like '% -> %' then 'former_owner' else 'acquired' end as relation,
+               device_company, patent_company, list_max(deal_dates) as latest_close_date, company_path, deal_dates,
+               evidence
+        from paths
+        where len(deal_dates) > 0 and device_company <> patent_company""",
+    "app_trajectory": """
+        with kept as (select fda_id, pat_id from {s}.reranked_links where decision),
+        years as (
+            select k.fda_id, year(p.filing_date) as year, 1 as filed, 0 as granted
+            from kept k join {s}.patents p using (pat_id) where p.filing_date is not null
+            union all
+            select k.fda_id, year(p.grant_date), 0, 1
+            from kept k join {s}.patents p using (pat_id) where p.grant_date is not null)
+        select fda_id, year, sum(filed)::integer as n_filed, sum(granted)::integer as n_granted
+        from years group by fda_id, year""",
+}
+"""The applications as views over the asset tables (acquisition paths come from the candidates'
+company_path, which is how the company match was made, dates included)."""
+
+
+def create_application_views(con, schema: str = "meddevkg") -> dict[str, int]:
+    """Create (or replace) the app_* views in `schema`; returns each view's row count."""
+    counts = {}
+    for name, sql in VIEWS.items():
+        con.execute(f"create or replace view {schema}.{name} as {sql.format(s=schema, date=_DATE_RE)}")
+        counts[name] = con.execute(f"select count(*) from {schema}.{name}").fetchone()[0]
+    return counts

@@ -1,0 +1,158 @@
+"""openFDA device recalls (`device/recall`): fetch recall records by PMA number or recall number.
+
+A recall names the recalled product's premarket submissions in `pma_numbers` (a list, e.g.
+`["P130021"]`, sometimes with a supplement: `P130021/S034`) and `k_numbers`; its `openfda` block
+is joined by product code (DATA_SOURCES.md §1.1), so `openfda.pma_number` lists every PMA of the
+code and is only a fallback when `pma_numbers` is empty. The recall number is `product_res_number`
+(`Z-0313-2007`). Retries, 429 / Retry-After, truncated bodies, the rate limit and 401/403 naming
+MEDDEVKG_OPENFDA_API_KEY are JsonClient's; the key travels as the `api_key` query parameter, as
+for device/pma; 404 NOT_FOUND is openFDA's "no matches" and yields no records.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import httpx
+
+from meddevkg_core.http_client import ClientStats, JsonClient, SourceError
+from meddevkg_core.sources.openfda import (
+    API_KEY_ENV,
+    MAX_LIMIT,
+    OpenFDAConfig,
+    _default_transport,
+    _redact_httpx_logs,
+)
+
+RECALL_PATH = "/device/recall.json"
+URL_ENV = "MEDDEVKG_OPENFDA_URL"
+_PMA = re.compile(r"^\s*((?:BP|[PNDH])\d{4,7})(?:\s*/?\s*S\d+)?\s*$", re.IGNORECASE)
+_RECALL_NUMBER = re.compile(r"^Z-\d{4}-\d{2,4}$")
+
+
+def recall_config_from_env(**overrides: Any) -> OpenFDAConfig:
+    """OpenFDAConfig.from_env plus the endpoint from MEDDEVKG_OPENFDA_URL when it is set."""
+    url = os.environ.get(URL_ENV, "").strip()
+    return OpenFDAConfig.from_env(**({"base_url": url} if url else {}), **overrides)
+
+
+def pma_number_of(value: object) -> str | None:
+    """The base PMA number of `P130021`, `P130021/S034` or `p130021 s034`; None if it is not one."""
+    if not isinstance(value, str):
+        return None
+    match = _PMA.match(value)
+    return match.group(1).upper() if match else None
+
+
+def _as_list(value: object) -> list[object]:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list | tuple) else [value]
+
+
+def recall_pma_numbers(record: dict[str, Any]) -> list[str]:
+    """The PMA numbers a recall record names, in order, without repeats (see the module note)."""
+    numbers = [n for v in _as_list(record.get("pma_numbers")) if (n := pma_number_of(v))]
+    if not numbers:
+        openfda = record.get("openfda") if isinstance(record.get("openfda"), dict) else {}
+        numbers = [n for v in _as_list(openfda.get("pma_number")) if (n := pma_number_of(v))]
+    return list(dict.fromkeys(numbers))
+
+
+def recall_summary(record: dict[str, Any]) -> dict[str, Any]:
+    """The fields an analyst reads first, flat, with the PMA numbers parsed."""
+    keys = ("product_res_number", "event_date_initiated", "recall_status", "recalling_firm", "product_code",
+            "root_cause_description", "reason_for_recall", "product_description")
+    return {**{k: record.get(k) for k in keys}, "pma_numbers": recall_pma_numbers(record)}
+
+
+def pma_search(number: str) -> str:
+    base = pma_number_of(number)
+    if base is None:
+        raise ValueError(f"not a PMA number: {number!r}")
+    return f"pma_numbers:{base}"
+
+
+def recall_number_search(number: str) -> str:
+    number = number.strip().upper()
+    if not _RECALL_NUMBER.match(number):
+        raise ValueError(f"not a recall number (Z-NNNN-YYYY): {number!r}")
+    return f'product_res_number:"{number}"'
+
+
+class OpenFDARecallClient:
+    """device/recall searches over JsonClient, paged with `skip` (a PMA has at most a few hundred recalls)."""
+
+    def __init__(self, config: OpenFDAConfig | None = None, *, transport: httpx.BaseTransport | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.config = config if config is not None else recall_config_from_env()
+        _redact_httpx_logs()
+        transport = transport if transport is not None else _default_transport(self.config.base_url)
+        self._client = JsonClient("openFDA device/recall", self.config.retry_policy(), secret=self.config.api_key,
+                                  secret_env=API_KEY_ENV, sleep=sleep, transport=transport)
+        self.url = self.config.base_url.rstrip("/") + RECALL_PATH
+
+    def __enter__(self) -> OpenFDARecallClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __repr__(self) -> str:
+        key = "set" if self.config.api_key else "unset"
+        return f"OpenFDARecallClient(base_url={self.config.base_url!r}, api_key={key})"
+
+    @property
+    def stats(self) -> ClientStats:
+        return self._client.stats
+
+    def by_pma_number(self, number: str) -> list[dict[str, Any]]:
+        """Every recall naming this PMA (any supplement) in `pma_numbers`."""
+        return self.search(pma_search(number))
+
+    def by_recall_number(self, number: str) -> list[dict[str, Any]]:
+        """The recall record(s) of one recall number (usually one)."""
+        return self.search(recall_number_search(number))
+
+    def by_pma_numbers(self, numbers: Iterable[str]) -> list[dict[str, Any]]:
+        """Recalls of several PMAs, each record once (a recall may name several)."""
+        seen: dict[str, dict[str, Any]] = {}
+        for number in dict.fromkeys(numbers):
+            for record in self.by_pma_number(number):
+                seen.setdefault(str(record.get("cfres_id") or record.get("product_res_number")), record)
+        return list(seen.values())
+
+    def search(self, search: str) -> list[dict[str, Any]]:
+        """All records of one openFDA search, [] on 404; raises SourceError on a malformed answer."""
+        limit = min(self.config.page_size, MAX_LIMIT)
+        records: list[dict[str, Any]] = []
+        received, total = 0, None
+        while total is None or received < total:
+            params: dict[str, Any] = {"search": search, "limit": limit}
+            if received:
+                if received > self.config.max_skip:
+                    raise SourceError(f"openFDA recall search {search!r} has {total} matches, beyond skip paging")
+                params["skip"] = received
+            if self.config.api_key is not None:
+                params["api_key"] = self.config.api_key.get_secret_value()
+            body = self._client.get_json(self.url, params, not_found_ok=True)
+            if body is None:
+                break
+            try:
+                page, total = body["results"], body["meta"]["results"]["total"]
+            except (KeyError, TypeError) as exc:
+                raise SourceError(f"openFDA recall answered without results/meta.results.total ({exc})") from exc
+            if not isinstance(page, list) or not isinstance(total, int):
+                raise SourceError("openFDA recall answered with a malformed results list or total")
+            if not page:
+                break
+            received += len(page)
+            records += [r for r in page if isinstance(r, dict)]
+        return records

@@ -1,0 +1,134 @@
+"""The three applications on small tables: recall root cause, M&A IP discovery, technology trajectory."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import duckdb
+import polars as pl
+import pytest
+
+from meddevkg_core.app_store import create_application_views, from_output_dir
+from meddevkg_core.applications import (
+    acquired_patents,
+    grant_year_from_number,
+    parse_company_path,
+    plot_trajectory,
+    recall_root_cause,
+    trajectory,
+)
+
+LINKS = pl.DataFrame({
+    "fda_id": ["P100001", "P100001", "P100001", "P100002", "P100002", "P100003", "P100003", "P100004",
+               "P100001"],
+    "pat_id": ["A", "B", "C", "A", "B", "C", "D", "D", "E"],
+    "probability": [0.9, 0.8, 0.6, 0.7, 0.5, 0.4, 0.9, 0.9, 0.2],
+    "decision": [True, True, True, True, True, True, True, True, False],
+    "evidence": ["e1", "e2", "e3", "e4", "e5", "e6", "e7", "e8", "e9"],
+})
+DEVICES = pl.DataFrame({"fda_id": ["P100001", "P100002", "P100003", "P100004"],
+                        "trade_name": ["One", "Two", "Three", "Four"],
+                        "applicant": ["MEDTRONIC", "X", "Y", "Z"],
+                        "decision_date": [date(2012, 5, 1), None, None, None]})
+PATENTS = pl.DataFrame({"pat_id": ["A", "B", "C", "D", "E"], "title": ["a", "b", "c", "d", "e"],
+                        "assignee": ["EV3"] * 5,
+                        "grant_date": [date(2008, 1, 1), date(2010, 6, 1), date(2010, 9, 9), None, None],
+                        "filing_date": [date(2005, 1, 1), date(2007, 2, 2), date(2007, 3, 3), None, None]})
+PATHS = pl.DataFrame({
+    "fda_id": ["P100001", "P100001", "P100001", "P100002"], "pat_id": ["A", "B", "C", "A"],
+    "company_path": ["MEDTRONIC <- COVIDIEN (2015-01-26) <- EV3 (2010-07-12)", "MEDTRONIC",
+                     "MEDTRONIC -> OLDCO (2001-01-01)", None]})
+
+
+def test_recall_of_a_device_lists_its_patents_and_the_devices_sharing_them_ranked():
+    cause = recall_root_cause(LINKS, fda_id="p100001", devices=DEVICES, patents=PATENTS)
+    assert cause.fda_ids == ["P100001"] and cause.unknown == []
+    assert cause.patents["pat_id"].to_list() == ["A", "B", "C"]  # E is not a kept link; strongest first
+    assert cause.patents["evidence"].to_list() == ["e1", "e2", "e3"] and "title" in cause.patents.columns
+    shared = cause.shared_devices
+    assert shared["fda_id"].to_list() == ["P100002", "P100003"]  # ...2 shares A and B, ...3 only C, ...4 nothing
+    assert shared["n_shared"].to_list() == [2, 1]
+    assert shared["shared_pat_ids"].to_list() == [["A", "B"], ["C"]]
+    assert shared["trade_name"].to_list() == ["Two", "Three"]
+
+
+def test_recall_record_is_traced_through_its_pma_numbers_and_unknown_ones_are_reported():
+    record = {"product_res_number": "Z-0001-2020", "pma_numbers": ["P100003/S012", "P999999"],
+              "root_cause_description": "Device Design", "openfda": {"pma_number": ["P100001"]}}
+    cause = recall_root_cause(LINKS, recall=record, devices=DEVICES)
+    assert cause.fda_ids == ["P100003"] and cause.unknown == ["P999999"]
+    assert sorted(cause.patents["pat_id"]) == ["C", "D"]
+    assert cause.shared_devices["fda_id"].to_list() == ["P100004", "P100001"]  # one patent each: stronger link first
+    assert cause.recall["root_cause_description"] == "Device Design"
+    with pytest.raises(ValueError):
+        recall_root_cause(LINKS)
+
+
+def test_company_paths_are_parsed_with_relation_and_dates():
+    assert parse_company_path("A <- B (2015-01-26) <- C (2010-07-12)") == {
+        "device_company": "A", "patent_company": "C", "relation": "acquired",
+        "deal_dates": ["2015-01-26", "2010-07-12"]}
+    assert parse_company_path("CORDIS -> JOHNSON AND JOHNSON (1996-02-23)")["relation"] == "acquirer"
+    assert parse_company_path("A <- B (2015-01-01) -> C (2005-01-01)")["relation"] == "former_owner"
+    assert parse_company_path("MEDTRONIC")["relation"] == "same"
+
+
+def test_ma_discovery_keeps_only_links_reached_through_a_dated_acquisition():
+    out = acquired_patents(LINKS, PATHS, "P100001")
+    assert out["pat_id"].to_list() == ["A", "C"]  # B is the applicant's own patent
+    a = out.row(0, named=True)
+    assert (a["device_company"], a["patent_company"], a["relation"]) == ("MEDTRONIC", "EV3", "acquired")
+    assert a["latest_close_date"] == date(2015, 1, 26) and a["deal_dates"] == [date(2015, 1, 26), date(2010, 7, 12)]
+    assert out.row(1, named=True)["relation"] == "acquirer"
+    assert acquired_patents(LINKS, PATHS, "P100002").height == 0  # no company path: no acquisition claimed
+
+
+def test_trajectory_counts_filing_and_grant_years_and_draws_a_png(tmp_path):
+    traj = trajectory(LINKS, PATENTS, "P100001", DEVICES)
+    assert traj.decision_year == 2012
+    counts = {r["year"]: (r["n_filed"], r["n_granted"]) for r in traj.counts.iter_rows(named=True)}
+    assert counts == {2005: (1, 0), 2007: (2, 0), 2008: (0, 1), 2010: (0, 2)}
+    assert set(traj.patents["grant_year_source"]) == {"grant_date"}
+    png = plot_trajectory(traj, tmp_path / "plots" / "P1.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5_000
+
+
+def test_grant_year_comes_from_the_patent_number_when_there_is_no_date():
+    assert grant_year_from_number("10000000") == 2018  # issued 2018-06-19
+    assert grant_year_from_number("US9000000B2") == 2015 and grant_year_from_number("3983368") == 1976
+    assert grant_year_from_number("D765432") is None and grant_year_from_number("95002174") is None
+    patents = pl.DataFrame({"pat_id": ["8157760", "5480423"]})
+    links = pl.DataFrame({"fda_id": ["P9", "P9"], "pat_id": ["8157760", "5480423"], "probability": [0.9, 0.5],
+                          "decision": [True, True]})
+    traj = trajectory(links, patents, "P9")
+    assert traj.counts["year"].to_list() == [1996, 2012] and traj.counts["n_filed"].sum() == 0
+    assert set(traj.patents["grant_year_source"]) == {"patent_number"} and traj.notes
+
+
+def test_output_directory_and_duckdb_views_answer_like_the_functions(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    LINKS.with_columns(pl.col("probability").cast(pl.Float32)).write_parquet(run / "links.parquet")
+    PATHS.write_parquet(run / "candidates.parquet")
+    tables = from_output_dir(run)
+    assert acquired_patents(tables.links, tables.company_paths, "P100001")["pat_id"].to_list() == ["A", "C"]
+
+    db = tmp_path / "w.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("create schema meddevkg")
+        for name, df in {"reranked_links": LINKS.with_columns(pl.lit("probability").alias("verdict")),
+                         "pma_documents": DEVICES, "patents": PATENTS, "candidate_pool": PATHS}.items():
+            con.register("df", df)
+            con.execute(f"create table meddevkg.{name} as select * from df")
+            con.unregister("df")
+        counts = create_application_views(con)
+        assert counts["app_device_patents"] == 8
+        shared = con.sql("select other_fda_id, n_shared, rank from meddevkg.app_shared_patents "
+                         "where fda_id = 'P100001' order by rank, other_fda_id").fetchall()
+        assert shared == [("P100002", 2, 1), ("P100003", 1, 2)]
+        acquired = con.sql("select pat_id, relation, patent_company, latest_close_date from "
+                           "meddevkg.app_acquired_patents order by pat_id").fetchall()
+        assert acquired == [("A", "acquired", "EV3", date(2015, 1, 26)), ("C", "acquirer", "OLDCO", date(2001, 1, 1))]
+        traj = con.sql("select year, n_filed, n_granted from meddevkg.app_trajectory where fda_id = 'P100001' "
+                       "order by year").fetchall()
+        assert traj == [(2005, 1, 0), (2007, 2, 0), (2008, 0, 1), (2010, 0, 2)]

@@ -1,0 +1,82 @@
+"""The demo materialised once: the `meddevkg` asset's graph export, and the application commands on its store."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from meddevkg_core.corpus import read_corpus
+from meddevkg_core.demo import demo_corpus_dir
+from meddevkg_dagster.cli import main
+from tests.core.test_graph_export import check_export_dir
+from tests.dagster.conftest import Harness
+
+ACQUIRING = "P909019"  # Meridian Cardiac's device; the demo's deal: Meridian bought PulseWave on 2017-03-31
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    root = tmp_path_factory.mktemp("demo")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MEDDEVKG_HOME", str(root / "home"))
+        harness = Harness(root, demo_corpus_dir())
+        keys = read_corpus(harness.corpus).devices["fda_id"].sort().to_list()
+        harness.register(keys)
+        result = harness.materialize(partition_range=(keys[0], keys[-1]))
+        assert result.success
+        meta = {e.event_specific_data.materialization.asset_key.to_user_string():
+                e.event_specific_data.materialization.metadata for e in result.get_asset_materialization_events()}
+        yield harness, meta["meddevkg"], root / "home"
+
+
+def test_the_graph_asset_exports_neo4j_admin_files_under_meddevkg_home(demo):
+    harness, meta, home = demo
+    out = home / "graph_export"
+    assert meta["export_dir"].value == str(out)
+    graph = harness.table("meddevkg")
+    assert {"APPLIED_BY", "MENTIONS", "IS_A"} <= set(graph["label"])
+    check_export_dir(graph, out)
+    assert meta["export_nodes"].value == graph.filter(pl.col("element") == "node").height
+    assert meta["export_relationships"].value == graph.filter(pl.col("element") == "edge").height
+    acquired = pl.read_csv(out / "relationships_ACQUIRED.csv", try_parse_dates=True)
+    deal = acquired.filter(pl.col(":END_ID") == "company:PULSEWAVE MEDICAL")
+    assert deal[":START_ID"].to_list() == ["company:MERIDIAN CARDIAC"]
+    assert str(deal["close_date:date"].item()) == "2017-03-31"
+
+
+def test_application_commands_answer_on_the_demo_store(demo, tmp_path, capsys):
+    harness, _, _ = demo
+    db = str(harness.db)
+    assert main(["recall-rootcause", "--device", ACQUIRING.lower(), "--db", db]) == 0
+    out = capsys.readouterr().out
+    assert f"patents linked to {ACQUIRING}" in out and "other devices sharing those patents" in out
+
+    assert main(["ma-discovery", "--device", ACQUIRING, "--db", db]) == 0
+    out = capsys.readouterr().out
+    assert "MERIDIAN CARDIAC <- PULSEWAVE MEDICAL (2017-03-31)" in out and "acquired" in out
+
+    png = tmp_path / "trajectory.png"
+    assert main(["trajectory", "--device", ACQUIRING, "--db", db, "--png", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert "FDA approval year: 2019" in out and "n_granted" in out
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+    assert main(["views", "--db", db]) == 0
+    out = capsys.readouterr().out
+    for view in ("app_device_patents", "app_shared_patents", "app_acquired_patents", "app_trajectory"):
+        assert f"meddevkg.{view}:" in out
+    assert harness.table("app_acquired_patents").filter(pl.col("fda_id") == ACQUIRING).height > 0
+
+
+def test_recall_number_is_fetched_from_openfda_and_traced(demo, fake_source, monkeypatch, capsys):
+    harness, _, _ = demo
+    record = {"cfres_id": "1", "product_res_number": "Z-1234-2024", "recall_status": "Open, Classified",
+              "root_cause_description": "Device Design", "pma_numbers": [f"{ACQUIRING}/S003", "P999999"]}
+    fake_source.route("/device/recall.json",
+                      lambda *_: (200, {"meta": {"results": {"total": 1}}, "results": [record]}))
+    monkeypatch.setenv("MEDDEVKG_OPENFDA_URL", fake_source.url)
+    assert main(["recall-rootcause", "--recall-number", "Z-1234-2024", "--db", str(harness.db)]) == 0
+    out = capsys.readouterr().out
+    assert "product_res_number=Z-1234-2024" in out and "not in this link set: P999999" in out
+    assert f"patents linked to {ACQUIRING}" in out
+    assert fake_source.requests[0][2]["search"] == ['product_res_number:"Z-1234-2024"']
