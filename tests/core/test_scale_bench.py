@@ -1,0 +1,166 @@
+"""The full-corpus scale benchmark, and the Stage-2 scale fixes checked against the old implementation."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import polars as pl
+import pytest
+
+from meddevkg_core import candidates, scale_bench
+from meddevkg_core.candidates import Stage2Inputs, generate_candidates, max_devices_per_block
+from meddevkg_core.config import CandidateConfig, PipelineConfig
+from meddevkg_core.entity_match import EntityMatcher, _TierSCategory, doc_keys
+from meddevkg_core.ontology import load_meddevonto
+from tests.core import _stage2_before as before
+
+ONTO = load_meddevonto()
+FLOATS = ["sim", "sim_z_device", "sim_z_patent", "lexical"]
+
+
+@pytest.fixture(scope="module")
+def corpus() -> scale_bench.SyntheticCorpus:
+    return scale_bench.synthetic_corpus(3_000, 20, seed=0)
+
+
+def _inputs(corpus: scale_bench.SyntheticCorpus, cfg: CandidateConfig, company: pl.DataFrame | None = None
+            ) -> Stage2Inputs:
+    matcher = EntityMatcher(doc_keys(corpus.device_mentions, ONTO, cfg), doc_keys(corpus.patent_mentions, ONTO, cfg),
+                            corpus.patent_ids, cfg)
+    return Stage2Inputs(corpus.device_ids, corpus.device_vectors, corpus.patent_ids, corpus.patent_vectors,
+                        corpus.company_matches if company is None else company, matcher, corpus.lexical)
+
+
+def _assert_same_pool(a: pl.DataFrame, b: pl.DataFrame, atol: float = 0.0) -> None:
+    assert a.height == b.height and a.schema == b.schema
+    assert a.drop(FLOATS).equals(b.drop(FLOATS))
+    for col in FLOATS:
+        np.testing.assert_allclose(a[col].to_numpy(), b[col].to_numpy(), rtol=0, atol=atol, equal_nan=True)
+
+
+def test_synthetic_corpus_has_the_benchmark_shape(corpus: scale_bench.SyntheticCorpus) -> None:
+    assert len(corpus.patent_ids) == 3_000 and len(corpus.device_ids) == 20
+    assert corpus.patent_vectors.shape == (3_000, 384) and corpus.patent_vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(corpus.patent_vectors, axis=1), 1.0, atol=1e-5)
+    stats = corpus.stats()
+    assert 12 <= stats["mentions_per_patent"] <= 20
+    assert 0.1 <= stats["patent_concept_share"] <= 0.25
+    known = set(ONTO.concepts["concept_id"].to_list())
+    assert set(corpus.patent_mentions["concept_id"].drop_nulls().to_list()) <= known
+    assert corpus.patent_mentions.select("doc_id", "norm").is_unique().all()
+    sizes = corpus.company_matches.join(
+        pl.DataFrame({"fda_id": corpus.device_ids}), on="fda_id").group_by("fda_id").len()["len"]
+    assert sizes.max() > 5 * max(sizes.min(), 1)  # a few large assignees
+    assert corpus.lexical is not None and corpus.lexical.n_patents == 3_000
+    again = scale_bench.synthetic_corpus(3_000, 20, seed=0)  # seeded: the same corpus every time
+    np.testing.assert_array_equal(again.patent_vectors, corpus.patent_vectors)
+    assert again.patent_mentions.equals(corpus.patent_mentions)
+
+
+def test_bench_runs_small_and_reports_every_figure() -> None:
+    result = scale_bench.run_scale_bench(3_000, 20, seed=0)
+    json.dumps(result)  # one JSON line
+    for key in ("stage2_s", "stage2_index_s", "stage3_s", "stage3_train_s", "stage2_pairs_per_s",
+                "candidates_kept", "max_rss_mb", "block_size", "effective_block_size", "n_patents", "n_devices"):
+        assert result[key] is not None, key
+    assert result["pairs"] == 60_000 and 0 < result["candidates_kept"] < 60_000
+    assert set(result["peak_rss_mb"]) >= {"stage2_index", "stage2", "stage3", "generate"}
+    assert all(v > 0 for v in result["peak_rss_mb"].values())
+    assert sum(result["admitted_by"].values()) == result["candidates_kept"]
+    text = scale_bench.format_scale_report(result)
+    assert "Stage 2" in text and "pairs/s" in text and "3,000 patents" in text
+    # the bench's pool is generate_candidates on the same inputs, in one block
+    corpus = scale_bench.synthetic_corpus(3_000, 20, seed=0)
+    cfg = PipelineConfig()
+    assert scale_bench.pool_digest(generate_candidates(_inputs(corpus, cfg.candidates), cfg.candidates)) == \
+        result["pool_digest"]
+
+
+def test_one_block_equals_many_blocks(corpus: scale_bench.SyntheticCorpus, monkeypatch: pytest.MonkeyPatch) -> None:
+    one = CandidateConfig(device_block_size=20)
+    pool = generate_candidates(_inputs(corpus, one), one)
+    assert pool.height > 0
+    for size in (1, 3, 7):
+        cfg = CandidateConfig(device_block_size=size)
+        _assert_same_pool(pool, generate_candidates(_inputs(corpus, cfg), cfg), atol=1e-5)  # BLAS rounding
+    monkeypatch.setattr(candidates, "MAX_BLOCK_PAIRS", 2 * 3_000)  # the pair budget splits blocks too
+    assert max_devices_per_block(one, 3_000) == 2
+    _assert_same_pool(pool, generate_candidates(_inputs(corpus, one), one), atol=1e-5)
+
+
+def test_pair_budget_bounds_the_block() -> None:
+    cfg = CandidateConfig(device_block_size=64)
+    assert max_devices_per_block(cfg, 2_185) == 64
+    assert max_devices_per_block(cfg, 698_191) == (1 << 24) // 698_191 == 24
+    assert max_devices_per_block(cfg, 50_000_000) == 1
+
+
+@pytest.mark.parametrize("cfg", [
+    CandidateConfig(),
+    CandidateConfig(entity_weighting="uniform_low", tier_b_parent_child=False, device_block_size=3),
+    CandidateConfig(vector_mode="absolute", device_block_size=7),
+])
+def test_results_identical_to_the_implementation_before_the_scale_work(corpus: scale_bench.SyntheticCorpus,
+                                                                       cfg: CandidateConfig) -> None:
+    # company matches listed twice with different kinds: the later row must win, as before
+    company = pl.concat([corpus.company_matches, corpus.company_matches.head(50).with_columns(
+        pl.when(pl.col("match_kind") == "same").then(pl.lit("acquired")).otherwise(pl.lit("same"))
+        .alias("match_kind"))])
+    old_matcher = before.EntityMatcher(before.doc_keys(corpus.device_mentions, ONTO, cfg),
+                                       before.doc_keys(corpus.patent_mentions, ONTO, cfg), corpus.patent_ids, cfg)
+    old_inputs = before.Stage2Inputs(corpus.device_ids, corpus.device_vectors, corpus.patent_ids,
+                                     corpus.patent_vectors, company, old_matcher, corpus.lexical)
+    old = before.generate_candidates(old_inputs, cfg)
+    new = generate_candidates(_inputs(corpus, cfg, company), cfg)
+    z = ["sim_z_device", "sim_z_patent"]
+    assert old.height > 100 and old.drop(z).equals(new.drop(z))  # every other column bit for bit
+    for col in z:  # the moments now go through BLAS instead of a naive einsum: float32 rounding only
+        np.testing.assert_allclose(old[col].to_numpy(), new[col].to_numpy(), rtol=1e-5, atol=1e-4)
+    # the entity scores of a block, every array
+    block = corpus.device_ids[:7]
+    a, b = old_matcher.score_block(block), _inputs(corpus, cfg).entities.score_block(block)
+    for field in ("score", "core", "tier_s", "matches"):
+        np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+
+
+@pytest.mark.parametrize("cfg", [CandidateConfig(), CandidateConfig(entity_weighting="uniform_mid",
+                                                                    tier_b_parent_child=False)])
+def test_doc_keys_identical_to_before(corpus: scale_bench.SyntheticCorpus, cfg: CandidateConfig) -> None:
+    def plain(dk):
+        return ({d: {(k.tier, k.key, k.points, k.label, k.core) for k in ks} for d, ks in dk.keys.items()},
+                dk.family)
+
+    for mentions in (corpus.patent_mentions, corpus.device_mentions):
+        assert plain(before.doc_keys(mentions, ONTO, cfg)) == plain(doc_keys(mentions, ONTO, cfg))
+
+
+def test_explain_block_equals_explain_for_every_pair() -> None:
+    small = scale_bench.synthetic_corpus(400, 12, seed=3, lexical=False)
+    for cfg in (CandidateConfig(), CandidateConfig(tier_b_parent_child=False, entity_weighting="uniform_low")):
+        matcher = EntityMatcher(doc_keys(small.device_mentions, ONTO, cfg), doc_keys(small.patent_mentions, ONTO, cfg),
+                                small.patent_ids, cfg)
+        rng = np.random.default_rng(0)
+        rows, cols = np.nonzero(rng.random((12, 400)) < 0.5)  # any pairs, in or out of a pool
+        tier, detail, shared = matcher.explain_block(small.device_ids, rows, cols)
+        for i, (r, c) in enumerate(zip(rows.tolist(), cols.tolist(), strict=True)):
+            d, p = small.device_ids[r], small.patent_ids[c]
+            assert (tier[i], detail[i]) == matcher.explain(d, p), (d, p)
+            assert shared[i] == "|".join(matcher.shared_terms(d, p)), (d, p)
+        assert set(tier.to_list()) >= {"S", "A", "none"}
+
+
+def test_tier_s_shortcut_gives_the_ontology_answer(corpus: scale_bench.SyntheticCorpus) -> None:
+    fast = _TierSCategory(ONTO)
+    norms = pl.concat([corpus.patent_mentions["norm"], corpus.device_mentions["norm"]]).unique().to_list()
+    norms += ["guidewire", "scaffold", "a", "delivery catheter", "Stent-Graft", "crohn's", "stent  graft", "x_y",
+              "électrode", "valve repair", "zzzz qqqq"]
+    for norm in norms:
+        assert fast(norm) == ONTO.tier_s_category(norm), norm
+
+
+def test_moments_match_float64(corpus: scale_bench.SyntheticCorpus) -> None:
+    exact = corpus.patent_vectors.astype(np.float64) @ corpus.device_vectors.T.astype(np.float64)
+    mean, std = candidates._moments(corpus.patent_vectors, corpus.device_vectors, chunk=1_000)
+    np.testing.assert_allclose(mean, exact.mean(axis=1), atol=1e-6)
+    np.testing.assert_allclose(std, exact.std(axis=1), atol=1e-6)
