@@ -9,11 +9,8 @@ handful of sparse products instead of a Python loop over pairs.
 
 from __future__ import annotations
 
-import gc
 import re
 from collections import defaultdict
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import chain
 from operator import itemgetter
@@ -23,6 +20,7 @@ import polars as pl
 from scipy import sparse
 
 from meddevkg_core.config import UNIFORM_ENTITY_POINTS, CandidateConfig
+from meddevkg_core.gc_pause import gc_paused
 from meddevkg_core.ontology import _LONG_SINGLE_WORD, CATEGORY_WEIGHTS, Ontology
 
 
@@ -46,22 +44,11 @@ class DocKeys:
     family: dict[str, dict[str, set[str]]]
 
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic GC while millions of acyclic objects (keys, sets) are built: at 200K
-    patents its repeated full passes over them doubled the time of doc_keys."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def doc_keys(mentions: pl.DataFrame, ontology: Ontology, cfg: CandidateConfig) -> DocKeys:
     """Index each document's mentions as S/A keys and B families (parent -> concepts under it)."""
-    with _gc_paused():
+    with gc_paused():
         return _doc_keys(mentions, ontology, cfg)
 
 
@@ -158,7 +145,7 @@ class EntityMatcher:
     """Scores entity overlap between device rows and all patents, block by block."""
 
     def __init__(self, device_keys: DocKeys, patent_keys: DocKeys, patent_ids: list[str], cfg: CandidateConfig):
-        with _gc_paused():
+        with gc_paused():
             self._build(device_keys, patent_keys, patent_ids, cfg)
 
     def _build(self, device_keys: DocKeys, patent_keys: DocKeys, patent_ids: list[str], cfg: CandidateConfig) -> None:

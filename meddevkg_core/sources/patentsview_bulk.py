@@ -22,7 +22,6 @@ wins (file order, so the result does not depend on the batch size).
 from __future__ import annotations
 
 import csv
-import gc
 import io
 import re
 import zipfile
@@ -36,6 +35,7 @@ from typing import TextIO, TypeVar
 
 import polars as pl
 
+from meddevkg_core.gc_pause import gc_paused
 from meddevkg_core.sources.patentsview import (
     PATENT_ID,
     CpcScope,
@@ -402,17 +402,6 @@ def _by_patent_and_sequence(patent_id: str, value: tuple[int, str]) -> object:
     return patent_id, value[0]
 
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Millions of live rows make the cyclic GC rescan them again and again (about 40% of a build);
-    a build creates no reference cycles, so collection is paused for it and then restored."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def build_patent_table(bulk_dir: str | Path, *, patent_filter: PatentFilter | None = None,
@@ -433,6 +422,6 @@ def build_patent_table(bulk_dir: str | Path, *, patent_filter: PatentFilter | No
                    batch_size)
     for table in ("g_patent", "g_assignee_disambiguated", "g_cpc_current", "g_application"):
         build.path(table)  # fail before reading anything when a table is absent
-    with _gc_paused():
+    with gc_paused():
         return build.run()
 
