@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from meddevkg_core.embed_bench import format_embed_report, main_bench_embed, run_embed_bench
+from meddevkg_core.embed_bench import format_embed_report, run_embed_bench
 from meddevkg_core.embeddings import INT8_SUFFIX, EmbeddingCache, content_hash, embed_documents, load_sentence_encoder
 
 WORDS = ["stent", "balloon", "catheter", "coronary", "valve", "artery", "implant", "the", "a", "with", "lead",
@@ -105,7 +105,13 @@ def test_embed_bench_reports_speed_and_agreement(tiny_sentence_model: Path) -> N
 
 @pytest.mark.real_model  # loads the packaged all-MiniLM-L6-v2 twice (~5-10 s on CPU)
 def test_packaged_minilm_int8_agrees_on_benchmark_abstracts(benchmark_dir: Path, capsys) -> None:
-    result = main_bench_embed(benchmark_dir, n_texts=24, runs=1)
-    assert capsys.readouterr().out.count("\n") == 1  # one JSON line
+    import json
+
+    from meddevkg_dagster.cli import main
+
+    assert main(["bench-embed", "--corpus", str(benchmark_dir), "--texts", "24", "--runs", "1"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].startswith("Embedding benchmark: 24 texts")  # the summary, then one JSON line last
+    result = json.loads(lines[-1])
     assert result["paths"]["int8"]["model_id"] == "all-MiniLM-L6-v2" + INT8_SUFFIX
     assert result["int8_vs_fp32"]["cosine_mean"] > 0.95
