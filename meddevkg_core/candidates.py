@@ -48,8 +48,9 @@ class Stage2Inputs:
     def company_cells(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Company matches as (device row, patent column, via a deal), ordered by device row.
 
-        Rows keep their table order within a device, so a pair listed twice resolves as before
-        (the later row wins). Pairs naming an unknown device or patent are left out.
+        Rows keep their table order within a device, so a pair listed twice is written in the same
+        order as before. A null match_kind counts as "same", as before. Pairs naming an unknown
+        device or patent are left out (before, an unknown patent raised a KeyError).
         """
         cm = self.company_matches
         rows = pl.DataFrame({"fda_id": self.device_ids, "_row": np.arange(len(self.device_ids), dtype=np.int64)})
@@ -58,7 +59,7 @@ class Stage2Inputs:
                  .with_row_index("_order")
                  .join(rows, on="fda_id", how="inner").join(cols, on="pat_id", how="inner")
                  .sort("_row", "_order"))
-        return cells["_row"].to_numpy(), cells["_col"].to_numpy(), cells["_deal"].fill_null(True).to_numpy()
+        return cells["_row"].to_numpy(), cells["_col"].to_numpy(), cells["_deal"].fill_null(False).to_numpy()
 
     @cached_property
     def device_moments(self) -> tuple[np.ndarray, np.ndarray]:
@@ -139,7 +140,7 @@ def score_blocks(inputs: Stage2Inputs, cfg: CandidateConfig, device_ids: list[st
     """Yield score matrices for consecutive device blocks (memory bounded by the block's pair count).
 
     Blocks are independent (every score of a pair depends on that pair and corpus-wide moments
-    only), so the block size never changes a result.
+    only), so the block size changes no result beyond BLAS rounding of the cosine (~1e-7).
     """
     wanted = inputs.device_ids if device_ids is None else device_ids
     size = max_devices_per_block(cfg, len(inputs.patent_ids), max_pairs)

@@ -13,7 +13,6 @@ ONNX path is offered.
 from __future__ import annotations
 
 import importlib.util
-import json
 import statistics
 import time
 from collections.abc import Callable, Sequence

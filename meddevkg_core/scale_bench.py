@@ -26,7 +26,6 @@ seconds and its own peak RSS (VmHWM, reset before each stage through /proc/self/
 from __future__ import annotations
 
 import hashlib
-import json
 import resource
 import statistics
 import time
