@@ -136,20 +136,31 @@ def _default_transport(base_url: str) -> httpx.BaseTransport:
     return httpx.HTTPTransport()
 
 
-class OpenFDAClient:
-    """`search_pma` over JsonClient; one client pages one search at a time (not thread-safe)."""
+class OpenFDAEndpoint:
+    """One openFDA endpoint over JsonClient: configuration, key redaction, proxy, lifecycle.
+
+    Subclasses name the endpoint and may wrap the transport (the PMA search keeps Link headers).
+    """
+
+    endpoint = ""
+    path = ""
 
     def __init__(self, config: OpenFDAConfig | None = None, *, transport: httpx.BaseTransport | None = None,
                  sleep: Callable[[float], None] = time.sleep) -> None:
-        self.config = config if config is not None else OpenFDAConfig.from_env()
+        self.config = config if config is not None else self._config_from_env()
         _redact_httpx_logs()
-        self._tap = _PageTap(transport if transport is not None else _default_transport(self.config.base_url))
-        self._client = JsonClient("openFDA device/pma", self.config.retry_policy(), secret=self.config.api_key,
-                                  secret_env=API_KEY_ENV, transport=self._tap, sleep=sleep)
-        self.url = self.config.base_url.rstrip("/") + PMA_PATH
-        self.last_search: SearchStats | None = None
+        inner = transport if transport is not None else _default_transport(self.config.base_url)
+        self._client = JsonClient(f"openFDA {self.endpoint}", self.config.retry_policy(), secret=self.config.api_key,
+                                  secret_env=API_KEY_ENV, transport=self._wrap(inner), sleep=sleep)
+        self.url = self.config.base_url.rstrip("/") + self.path
 
-    def __enter__(self) -> OpenFDAClient:
+    def _config_from_env(self) -> OpenFDAConfig:
+        return OpenFDAConfig.from_env()
+
+    def _wrap(self, transport: httpx.BaseTransport) -> httpx.BaseTransport:
+        return transport
+
+    def __enter__(self):
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -159,11 +170,28 @@ class OpenFDAClient:
         self._client.close()
 
     def __repr__(self) -> str:
-        return f"OpenFDAClient(base_url={self.config.base_url!r}, api_key={'set' if self.config.api_key else 'unset'})"
+        key = "set" if self.config.api_key else "unset"
+        return f"{type(self).__name__}(base_url={self.config.base_url!r}, api_key={key})"
 
     @property
     def stats(self) -> ClientStats:
         return self._client.stats
+
+
+class OpenFDAClient(OpenFDAEndpoint):
+    """`search_pma` over JsonClient; one client pages one search at a time (not thread-safe)."""
+
+    endpoint = "device/pma"
+    path = PMA_PATH
+
+    def __init__(self, config: OpenFDAConfig | None = None, *, transport: httpx.BaseTransport | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.last_search: SearchStats | None = None
+        super().__init__(config, transport=transport, sleep=sleep)
+
+    def _wrap(self, transport: httpx.BaseTransport) -> httpx.BaseTransport:
+        self._tap = _PageTap(transport)
+        return self._tap
 
     def search_pma(self, search: str, *, sort: str | None = None) -> Iterator[dict[str, Any]]:
         """Every record matching `search` (openFDA syntax; see the helpers below), page by page."""

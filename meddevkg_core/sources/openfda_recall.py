@@ -13,20 +13,11 @@ from __future__ import annotations
 
 import os
 import re
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
-import httpx
-
-from meddevkg_core.http_client import ClientStats, JsonClient, SourceError
-from meddevkg_core.sources.openfda import (
-    API_KEY_ENV,
-    MAX_LIMIT,
-    OpenFDAConfig,
-    _default_transport,
-    _redact_httpx_logs,
-)
+from meddevkg_core.http_client import SourceError
+from meddevkg_core.sources.openfda import MAX_LIMIT, OpenFDAConfig, OpenFDAEndpoint
 
 RECALL_PATH = "/device/recall.json"
 URL_ENV = "MEDDEVKG_OPENFDA_URL"
@@ -84,34 +75,14 @@ def recall_number_search(number: str) -> str:
     return f'product_res_number:"{number}"'
 
 
-class OpenFDARecallClient:
+class OpenFDARecallClient(OpenFDAEndpoint):
     """device/recall searches over JsonClient, paged with `skip` (a PMA has at most a few hundred recalls)."""
 
-    def __init__(self, config: OpenFDAConfig | None = None, *, transport: httpx.BaseTransport | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
-        self.config = config if config is not None else recall_config_from_env()
-        _redact_httpx_logs()
-        transport = transport if transport is not None else _default_transport(self.config.base_url)
-        self._client = JsonClient("openFDA device/recall", self.config.retry_policy(), secret=self.config.api_key,
-                                  secret_env=API_KEY_ENV, sleep=sleep, transport=transport)
-        self.url = self.config.base_url.rstrip("/") + RECALL_PATH
+    endpoint = "device/recall"
+    path = RECALL_PATH
 
-    def __enter__(self) -> OpenFDARecallClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self._client.close()
-
-    def __repr__(self) -> str:
-        key = "set" if self.config.api_key else "unset"
-        return f"OpenFDARecallClient(base_url={self.config.base_url!r}, api_key={key})"
-
-    @property
-    def stats(self) -> ClientStats:
-        return self._client.stats
+    def _config_from_env(self) -> OpenFDAConfig:
+        return recall_config_from_env()
 
     def by_pma_number(self, number: str) -> list[dict[str, Any]]:
         """Every recall naming this PMA (any supplement) in `pma_numbers`."""
