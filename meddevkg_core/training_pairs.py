@@ -41,9 +41,12 @@ def outside_pool_pairs(inputs: Stage2Inputs, pool: pl.DataFrame, gold: pl.DataFr
     return pl.concat(frames).join(pool.select(_KEYS), on=_KEYS, how="anti")
 
 
-def training_pairs(inputs: Stage2Inputs, pool: pl.DataFrame, ce_scores: pl.DataFrame | None,
+def training_pairs(inputs: Stage2Inputs | None, pool: pl.DataFrame, ce_scores: pl.DataFrame | None,
                    gold: pl.DataFrame, config: PipelineConfig) -> pl.DataFrame:
     """Feature rows of gold devices with `in_pool`; the outside sample only when configured.
+
+    `inputs` (the Stage-2 index) is only read for the outside sample; callers that have not built
+    it may pass None when `outside_pool_negative_rate` is 0.
 
     Out-of-pool rows carry no cross-encoder score (it is only computed on the pool): a missing
     feature XGBoost already handles.
@@ -52,6 +55,8 @@ def training_pairs(inputs: Stage2Inputs, pool: pl.DataFrame, ce_scores: pl.DataF
     inside = feature_frame(pool.filter(pl.col("fda_id").is_in(gold_devices)), ce_scores)
     frames = [schemas.conform(inside.with_columns(pl.lit(True).alias("in_pool")), schemas.TRAINING_PAIRS)]
     if config.rerank.outside_pool_negative_rate > 0 and gold.height:
+        if inputs is None:
+            raise ValueError("an out-of-pool training sample needs the Stage-2 inputs")
         outside = outside_pool_pairs(inputs, pool, gold, config)
         if outside.height:
             outside = feature_frame(outside, None).with_columns(pl.lit(False).alias("in_pool"))

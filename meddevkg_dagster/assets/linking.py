@@ -88,8 +88,10 @@ def training_pairs(corpus: CorpusResource, pipeline_config: PipelineConfigResour
     """Reranker training rows: pool pairs of gold devices plus the configured out-of-pool sample."""
     config = pipeline_config.config()
     with stopwatch() as t:
-        inputs = _stage2_inputs(corpus, config, pma_documents, patents, device_embeddings, patent_embeddings,
-                                device_entities, patent_entities, meddevonto)
+        # The Stage-2 index is rebuilt only for the out-of-pool sample; the pool itself carries the rest.
+        inputs = (_stage2_inputs(corpus, config, pma_documents, patents, device_embeddings, patent_embeddings,
+                                 device_entities, patent_entities, meddevonto)
+                  if config.rerank.outside_pool_negative_rate > 0 else None)
         out = build_training_pairs(inputs, candidate_pool, cross_encoder_scores, gold_links, config)
     outside = out.filter(~pl.col("in_pool"))
     return dg.Output(out, metadata=table_metadata(
