@@ -55,38 +55,50 @@ def ensure_store_schema(db: Path) -> None:
         con.execute("insert into meddevkg_meta.store values (?)", [fingerprint()])
 
 
-def materialize_corpus(corpus_dir: Path | None = None) -> dict[str, pl.DataFrame]:
-    """Register the corpus's devices as partitions, then run `meddevkg_job` over all of them."""
+def materialize_corpus(corpus_dir: Path | None = None) -> dict[str, str]:
+    """Register the corpus's patent years and devices as partitions, then run `patents_job` over every
+    year and `meddevkg_job` over every device (each one run)."""
     import dagster as dg
 
     if corpus_dir is not None:
         os.environ["MEDDEVKG_CORPUS"] = str(Path(corpus_dir).resolve())
     _prepare_instance_home()
     from meddevkg_core.corpus import read_corpus
+    from meddevkg_core.patent_years import year_keys
     from meddevkg_dagster.definitions import defs
-    from meddevkg_dagster.partitions import pma_devices
+    from meddevkg_dagster.partitions import patent_years, pma_devices
 
     corpus_path = defs.resources["corpus"].path
     corpus_path = corpus_path.get_value() if isinstance(corpus_path, dg.EnvVar) else corpus_path
-    devices = read_corpus(corpus_path).devices["fda_id"].sort().to_list()
+    corpus = read_corpus(corpus_path)
+    devices = corpus.devices["fda_id"].sort().to_list()
     instance = dg.DagsterInstance.get()
-    known = set(instance.get_dynamic_partitions(pma_devices.name))
-    new = [d for d in devices if d not in known]
-    if new:
-        instance.add_dynamic_partitions(pma_devices.name, new)
-    keys = instance.get_dynamic_partitions(pma_devices.name)
+    years = register_partitions(instance, patent_years.name, year_keys(corpus.patents))
+    keys = register_partitions(instance, pma_devices.name, devices)
     if not set(keys) <= set(devices):
         raise SystemExit(f"the instance has device partitions the corpus lacks ({len(set(keys) - set(devices))}); "
                          "use a separate MEDDEVKG_HOME per corpus")
-    print(f"registered {len(new)} new device partition(s); {len(keys)} in total")
     database = defs.resources["io_manager"].database
     ensure_store_schema(Path(database.get_value() if isinstance(database, dg.EnvVar) else database))
-    result = defs.resolve_job_def("meddevkg_job").execute_in_process(
-        instance=instance, run_config={"loggers": {"console": {"config": {"log_level": "INFO"}}}}, tags={"dagster/asset_partition_range_start": keys[0],
-                                 "dagster/asset_partition_range_end": keys[-1]})
-    if not result.success:
-        raise SystemExit("the run failed; see the log above")
-    return {"run_id": result.run_id}
+    run_ids = []
+    for job, part in (("patents_job", years), ("meddevkg_job", keys)):
+        result = defs.resolve_job_def(job).execute_in_process(
+            instance=instance, run_config={"loggers": {"console": {"config": {"log_level": "INFO"}}}},
+            tags={"dagster/asset_partition_range_start": part[0], "dagster/asset_partition_range_end": part[-1]})
+        if not result.success:
+            raise SystemExit(f"the {job} run failed; see the log above")
+        run_ids.append(result.run_id)
+    return {"run_id": run_ids[-1], "patents_run_id": run_ids[0]}
+
+
+def register_partitions(instance, name: str, wanted: list[str]) -> list[str]:
+    """Add the missing keys to a dynamic partitions definition; all its keys, in the instance's order."""
+    known = set(instance.get_dynamic_partitions(name))
+    if new := [k for k in wanted if k not in known]:
+        instance.add_dynamic_partitions(name, new)
+    keys = instance.get_dynamic_partitions(name)
+    print(f"{name}: registered {len(new)} new partition(s); {len(keys)} in total")
+    return keys
 
 
 def _demo(_: argparse.Namespace) -> int:

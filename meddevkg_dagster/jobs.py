@@ -1,14 +1,27 @@
-"""Jobs: the whole graph in one run, and the per-device slice used by refreshes."""
+"""Jobs: patents by grant year, then everything else by device; and the per-device refresh slice.
+
+A run targets one partitions definition, so the whole graph is two runs: `patents_job` over the
+patent years, then `meddevkg_job` over the devices (it reads every patent year). Each is a single
+run however many partitions it covers (backfill policy single_run).
+"""
 
 import dagster as dg
 
-from meddevkg_dagster.partitions import pma_devices
+from meddevkg_dagster.partitions import patent_years, pma_devices
 
-ALL_ASSETS = dg.AssetSelection.all()
+PATENT_ASSETS = dg.AssetSelection.assets("patents", "patent_quarantine", "patent_entities", "patent_embeddings")
+"""Partitioned by grant year: adding a year extracts and encodes that year only."""
+
+patents_job = dg.define_asset_job(
+    name="patents_job", selection=PATENT_ASSETS | dg.AssetSelection.assets("meddevonto"),
+    partitions_def=patent_years,
+    description="Read, extract and encode the selected patent years (and the ontology the extraction uses).",
+)
 
 meddevkg_job = dg.define_asset_job(
-    name="meddevkg_job", selection=ALL_ASSETS,
-    description="Materialise the whole MedDevKG graph (every device partition in one run).",
+    name="meddevkg_job", selection=dg.AssetSelection.all() - PATENT_ASSETS, partitions_def=pma_devices,
+    description="Materialise the graph over every device partition in one run, against all patent years "
+                "(run patents_job first).",
 )
 
 DEVICE_ASSETS = dg.AssetSelection.assets(

@@ -14,7 +14,7 @@ from meddevkg_core.progress import ThrottledReporter
 
 
 def partition_keys(context: dg.AssetExecutionContext) -> list[str]:
-    """The device keys this run materialises (all of them for a single-run backfill)."""
+    """The partition keys (devices or patent years) this run materialises (all of them in a single-run backfill)."""
     return sorted(context.partition_keys) if context.has_partition_key_range or context.has_partition_key else []
 
 

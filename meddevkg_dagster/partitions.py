@@ -1,4 +1,9 @@
-"""Device partitions: one key per PMA number, added by the CLI or the new-approvals sensor."""
+"""Partitions: devices (one key per PMA number) and patents (one key per grant year).
+
+Devices are added by the CLI or the new-approvals sensor; patent years by the CLI and the weekly
+patent refresh (meddevkg_core.patent_years says why years rather than hash shards). The two are the
+units of parallelism: a run targets one of them, and assets downstream of the patents read every year.
+"""
 
 import dagster as dg
 
@@ -6,3 +11,16 @@ pma_devices = dg.DynamicPartitionsDefinition(name="pma_devices")
 
 DEVICE_BACKFILL = dg.BackfillPolicy.single_run()
 """All selected devices in one run: per-device work is vectorised, so many partitions stay cheap."""
+
+patent_years = dg.DynamicPartitionsDefinition(name="patent_years")
+
+PATENT_BACKFILL = dg.BackfillPolicy.single_run()
+"""All selected years in one run: the source is read once and split by year on write."""
+
+ALL_PATENT_YEARS = dg.AllPartitionMapping()
+"""How device-level and corpus-level assets read patent-side assets: every year."""
+
+
+def all_patent_years(*inputs: str) -> dict[str, dg.AssetIn]:
+    """`ins=` for an asset that reads these patent-side assets whole (every year partition)."""
+    return {name: dg.AssetIn(partition_mapping=ALL_PATENT_YEARS) for name in inputs}

@@ -41,7 +41,8 @@ class CorpusResource(dg.ConfigurableResource):
     path: str
 
     def load(self) -> Corpus:
-        return _read_corpus_cached(str(Path(self.path).resolve()))
+        root = Path(self.path).resolve()
+        return _read_corpus_cached(str(root), _stamp(root))
 
     def resolver(self) -> CompanyResolver:
         """Shipped aliases and deals, plus any the corpus directory brings (e.g. the demo's deal)."""
@@ -49,8 +50,15 @@ class CorpusResource(dg.ConfigurableResource):
 
 
 @cache
-def _read_corpus_cached(path: str) -> Corpus:
+def _read_corpus_cached(path: str, stamp: tuple) -> Corpus:
     return read_corpus(path)
+
+
+def _stamp(root: Path) -> tuple:
+    """The directory's files as (name, size, mtime): a long-lived code server re-reads a changed corpus."""
+    if not root.is_dir():
+        return ()
+    return tuple(sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in root.iterdir() if f.is_file()))
 
 
 class EmbeddingModelResource(dg.ConfigurableResource):

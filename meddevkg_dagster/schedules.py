@@ -1,24 +1,45 @@
-"""Weekly patent refresh: re-read the patent source, then re-link every device against it."""
+"""Weekly patent refresh: re-read this year's grants, then (sensor) re-link every device against them."""
 
 from __future__ import annotations
 
 import dagster as dg
 
-from meddevkg_dagster.jobs import meddevkg_job
-from meddevkg_dagster.partitions import pma_devices
+from meddevkg_core.patent_years import current_year_keys
+from meddevkg_dagster.jobs import meddevkg_job, patents_job
+from meddevkg_dagster.partitions import patent_years, pma_devices
+
+RELINK_TAG = "meddevkg/relink_after"
 
 
-@dg.schedule(job=meddevkg_job, cron_schedule="0 4 * * 1", default_status=dg.DefaultScheduleStatus.STOPPED,
-             description="Mondays 04:00: refresh patents (PatentsView grants of the week appear) and re-link all "
-                         "device partitions in one run; embeddings are cached, so only new patents are encoded.")
-def weekly_patents_refresh(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
-    keys = context.instance.get_dynamic_partitions(pma_devices.name)
-    if not keys:
-        return dg.SkipReason("no device partitions yet: run `meddevkg demo` or let new_pma_sensor add some")
+@dg.schedule(job=patents_job, cron_schedule="0 4 * * 1", default_status=dg.DefaultScheduleStatus.STOPPED,
+             description="Mondays 04:00: re-read the current grant year from the patent source (PatentsView "
+                         "publishes each Tuesday's grants), extracting and encoding only that year; "
+                         "relink_after_patent_refresh then re-links the devices.")
+def weekly_patents_refresh(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
+    keys = current_year_keys(context.scheduled_execution_time.date())
+    known = set(context.instance.get_dynamic_partitions(patent_years.name))
+    if missing := [k for k in keys if k not in known]:
+        # Schedules cannot return partition requests; adding a key twice is impossible, so this is idempotent.
+        context.instance.add_dynamic_partitions(patent_years.name, missing)
     return dg.RunRequest(
         run_key=f"patents-{context.scheduled_execution_time:%Y-%m-%d}",
         tags={"dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1]},
     )
 
 
+@dg.run_status_sensor(run_status=dg.DagsterRunStatus.SUCCESS, monitored_jobs=[patents_job], request_job=meddevkg_job,
+                      default_status=dg.DefaultSensorStatus.STOPPED,
+                      description="After a successful patents_job run, re-link every device partition in one run "
+                                  "(Stage 2 is cheap; embeddings and entities of old patents are reused).")
+def relink_after_patent_refresh(context: dg.RunStatusSensorContext) -> dg.RunRequest | dg.SkipReason:
+    keys = context.instance.get_dynamic_partitions(pma_devices.name)
+    if not keys:
+        return dg.SkipReason("no device partitions yet: run `meddevkg demo` or let new_pma_sensor add some")
+    run_id = context.dagster_run.run_id
+    return dg.RunRequest(run_key=f"relink-{run_id}", tags={
+        RELINK_TAG: run_id,
+        "dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1]})
+
+
 SCHEDULES = [weekly_patents_refresh]
+RUN_STATUS_SENSORS = [relink_after_patent_refresh]

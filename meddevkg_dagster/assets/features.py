@@ -5,14 +5,17 @@ import polars as pl
 
 from meddevkg_core.embeddings import embed_documents
 from meddevkg_core.entities import extract_mentions, load_spacy_pipeline
+from meddevkg_core.patent_years import with_year_key
 from meddevkg_core.pipeline import documents
 from meddevkg_dagster.assets.sources import ontology_from_table
 from meddevkg_dagster.lib import log_progress, stopwatch, table_metadata
-from meddevkg_dagster.partitions import DEVICE_BACKFILL, pma_devices
+from meddevkg_dagster.partitions import DEVICE_BACKFILL, PATENT_BACKFILL, patent_years, pma_devices
 from meddevkg_dagster.resources import DUCKDB_POOL, GPU_TAG, EmbeddingModelResource
 
 DEVICE_PARTITIONED = {"partitions_def": pma_devices, "backfill_policy": DEVICE_BACKFILL,
                       "metadata": {"partition_expr": "doc_id"}}
+YEAR_PARTITIONED = {"partitions_def": patent_years, "backfill_policy": PATENT_BACKFILL,
+                    "metadata": {"partition_expr": "patent_year"}}
 
 
 def _mentions(context: dg.AssetExecutionContext, docs: pl.DataFrame, meddevonto: pl.DataFrame) -> dg.Output:
@@ -35,11 +38,11 @@ def device_entities(context: dg.AssetExecutionContext, pma_documents: pl.DataFra
     return _mentions(context, documents(pma_documents, "fda_id"), meddevonto)
 
 
-@dg.asset(group_name="entities", pool=DUCKDB_POOL, kinds={"spacy", "duckdb"})
+@dg.asset(group_name="entities", pool=DUCKDB_POOL, kinds={"spacy", "duckdb"}, **YEAR_PARTITIONED)
 def patent_entities(context: dg.AssetExecutionContext, patents: pl.DataFrame,
                     meddevonto: pl.DataFrame) -> dg.Output[pl.DataFrame]:
-    """Grounded COMPONENT/MECHANISM mentions in patent titles and abstracts."""
-    return _mentions(context, documents(patents, "pat_id"), meddevonto)
+    """Grounded COMPONENT/MECHANISM mentions in patent titles and abstracts, by grant year."""
+    return _by_year(_mentions(context, documents(patents, "pat_id"), meddevonto), patents)
 
 
 def _embeddings(context: dg.AssetExecutionContext, docs: pl.DataFrame, model: EmbeddingModelResource) -> dg.Output:
@@ -59,8 +62,14 @@ def device_embeddings(context: dg.AssetExecutionContext, pma_documents: pl.DataF
     return _embeddings(context, documents(pma_documents, "fda_id"), embedding_model)
 
 
-@dg.asset(group_name="embeddings", pool=DUCKDB_POOL, op_tags=GPU_TAG, kinds={"pytorch", "duckdb"})
+@dg.asset(group_name="embeddings", pool=DUCKDB_POOL, op_tags=GPU_TAG, kinds={"pytorch", "duckdb"},
+          **YEAR_PARTITIONED)
 def patent_embeddings(context: dg.AssetExecutionContext, patents: pl.DataFrame,
                       embedding_model: EmbeddingModelResource) -> dg.Output[pl.DataFrame]:
-    """Unit-normalised sentence embeddings of patent texts, cached by content hash across runs."""
-    return _embeddings(context, documents(patents, "pat_id"), embedding_model)
+    """Unit-normalised sentence embeddings of patent texts by grant year, cached by content hash across runs."""
+    return _by_year(_embeddings(context, documents(patents, "pat_id"), embedding_model), patents)
+
+
+def _by_year(output: dg.Output, patents: pl.DataFrame) -> dg.Output:
+    """The rows with their patent's year key: the column the year partitions are stored by."""
+    return dg.Output(with_year_key(output.value, patents, "doc_id"), metadata=output.metadata)

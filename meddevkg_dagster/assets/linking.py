@@ -12,7 +12,7 @@ from meddevkg_core.training_pairs import training_pairs as build_training_pairs
 from meddevkg_core.rerank import FoldModels, apply_fold_models, decide, feature_frame, fit_fold_models, links_frame
 from meddevkg_dagster.assets.sources import ontology_from_table
 from meddevkg_dagster.lib import log_progress, partition_keys, stopwatch, table_metadata
-from meddevkg_dagster.partitions import DEVICE_BACKFILL, pma_devices
+from meddevkg_dagster.partitions import DEVICE_BACKFILL, all_patent_years, pma_devices
 from meddevkg_dagster.resources import (
     DUCKDB_POOL, GPU_TAG, CorpusResource, CrossEncoderResource, PipelineConfigResource,
 )
@@ -21,7 +21,7 @@ DEVICE_PARTITIONED = {"partitions_def": pma_devices, "backfill_policy": DEVICE_B
                       "metadata": {"partition_expr": "fda_id"}}
 
 
-@dg.asset(group_name="companies", pool=DUCKDB_POOL, kinds={"polars", "duckdb"})
+@dg.asset(group_name="companies", pool=DUCKDB_POOL, kinds={"polars", "duckdb"}, ins=all_patent_years("patents"))
 def company_dictionary(pma_documents: pl.DataFrame, patents: pl.DataFrame,
                        corpus: CorpusResource) -> dg.Output[pl.DataFrame]:
     """Every raw applicant/assignee name -> canonical company id, with how it was resolved."""
@@ -36,13 +36,15 @@ def _stage2_inputs(corpus: CorpusResource, config: PipelineConfig, pma_documents
                    patents: pl.DataFrame, device_embeddings: pl.DataFrame, patent_embeddings: pl.DataFrame,
                    device_entities: pl.DataFrame, patent_entities: pl.DataFrame,
                    meddevonto: pl.DataFrame) -> Stage2Inputs:
+    # Patent-side tables arrive year by year from the store: a fixed order keeps the run reproducible.
+    patents, patent_embeddings = patents.sort("pat_id"), patent_embeddings.sort("doc_id")
     matches = company_match_table(pma_documents, patents, corpus.resolver())
     return stage2_inputs(device_embeddings, patent_embeddings, device_entities, patent_entities, matches,
                          ontology_from_table(meddevonto), config, pma_documents, patents)
 
 
 @dg.asset(group_name="candidates", pool=DUCKDB_POOL, kinds={"numpy", "duckdb"}, deps=["company_dictionary"],
-          **DEVICE_PARTITIONED)
+          ins=all_patent_years("patents", "patent_embeddings", "patent_entities"), **DEVICE_PARTITIONED)
 def candidate_pool(context: dg.AssetExecutionContext, corpus: CorpusResource,
                    pipeline_config: PipelineConfigResource, pma_documents: pl.DataFrame, patents: pl.DataFrame,
                    device_embeddings: pl.DataFrame, patent_embeddings: pl.DataFrame,
@@ -64,7 +66,7 @@ def candidate_pool(context: dg.AssetExecutionContext, corpus: CorpusResource,
 
 
 @dg.asset(group_name="rerank", pool=DUCKDB_POOL, op_tags=GPU_TAG, kinds={"pytorch", "duckdb"},
-          **DEVICE_PARTITIONED)
+          ins=all_patent_years("patents"), **DEVICE_PARTITIONED)
 def cross_encoder_scores(context: dg.AssetExecutionContext, cross_encoder: CrossEncoderResource,
                          candidate_pool: pl.DataFrame, pma_documents: pl.DataFrame,
                          patents: pl.DataFrame) -> dg.Output[pl.DataFrame]:
@@ -79,7 +81,8 @@ def cross_encoder_scores(context: dg.AssetExecutionContext, cross_encoder: Cross
     return dg.Output(out, metadata=table_metadata(out, cross_encoder=status, seconds=t["seconds"]))
 
 
-@dg.asset(group_name="rerank", pool=DUCKDB_POOL, kinds={"numpy", "duckdb"})
+@dg.asset(group_name="rerank", pool=DUCKDB_POOL, kinds={"numpy", "duckdb"},
+          ins=all_patent_years("patents", "patent_embeddings", "patent_entities"))
 def training_pairs(corpus: CorpusResource, pipeline_config: PipelineConfigResource, pma_documents: pl.DataFrame,
                    patents: pl.DataFrame, device_embeddings: pl.DataFrame, patent_embeddings: pl.DataFrame,
                    device_entities: pl.DataFrame, patent_entities: pl.DataFrame, meddevonto: pl.DataFrame,

@@ -18,10 +18,12 @@ from meddevkg_core.ranking import PipelineScorer
 from meddevkg_core.rerank import FoldModels
 from meddevkg_dagster.assets.sources import ontology_from_table
 from meddevkg_dagster.lib import evaluation_metadata, table_metadata
+from meddevkg_dagster.partitions import all_patent_years
 from meddevkg_dagster.resources import DUCKDB_POOL, CorpusResource, PipelineConfigResource, home_dir
 
 
-@dg.asset(group_name="graph", pool=DUCKDB_POOL, kinds={"polars", "duckdb"})
+@dg.asset(group_name="graph", pool=DUCKDB_POOL, kinds={"polars", "duckdb"},
+          ins=all_patent_years("patents", "patent_entities"))
 def meddevkg(pma_documents: pl.DataFrame, patents: pl.DataFrame, reranked_links: pl.DataFrame,
              company_dictionary: pl.DataFrame, device_entities: pl.DataFrame, patent_entities: pl.DataFrame,
              meddevonto: pl.DataFrame, corpus: CorpusResource) -> dg.Output[pl.DataFrame]:
@@ -34,7 +36,7 @@ def meddevkg(pma_documents: pl.DataFrame, patents: pl.DataFrame, reranked_links:
 
     onto = ontology_from_table(meddevonto)
     graph = build_graph(pma_documents, patents, reranked_links, company_dictionary, corpus.resolver().acquisitions,
-                        pl.concat([device_entities, patent_entities]), onto.concepts, onto.hierarchy)
+                        pl.concat([device_entities, patent_entities.drop("patent_year", strict=False)]), onto.concepts, onto.hierarchy)
     if (bad := dangling_edges(graph)).height:
         raise dg.Failure(f"{bad.height} graph edges point to missing nodes, e.g. {bad['id'][0]}")
     counts = dict(graph.group_by("label").len().iter_rows())
@@ -51,7 +53,8 @@ def _image(path: Path) -> dg.MetadataValue:
     return dg.MetadataValue.md(f"![{path.stem}](data:image/png;base64,{encoded})")
 
 
-@dg.asset(group_name="evaluation", pool=DUCKDB_POOL, kinds={"polars", "duckdb"})
+@dg.asset(group_name="evaluation", pool=DUCKDB_POOL, kinds={"polars", "duckdb"},
+          ins=all_patent_years("patents", "patent_embeddings", "patent_entities"))
 def link_evaluation(context: dg.AssetExecutionContext, corpus: CorpusResource,
                     pipeline_config: PipelineConfigResource, pma_documents: pl.DataFrame, patents: pl.DataFrame,
                     candidate_pool: pl.DataFrame, reranked_links: pl.DataFrame, gold_links: pl.DataFrame,
@@ -64,6 +67,7 @@ def link_evaluation(context: dg.AssetExecutionContext, corpus: CorpusResource,
     row = ev.model_dump()
     if gold_links.height:
         config = pipeline_config.config()
+        patents, patent_embeddings = patents.sort("pat_id"), patent_embeddings.sort("doc_id")
         matches = company_match_table(pma_documents, patents, corpus.resolver())
         inputs = stage2_inputs(device_embeddings, patent_embeddings, device_entities, patent_entities, matches,
                                ontology_from_table(meddevonto), config, pma_documents, patents)

@@ -5,8 +5,9 @@ import polars as pl
 
 from meddevkg_core import schemas
 from meddevkg_core.ontology import Ontology, load_meddevonto
+from meddevkg_core.patent_years import YEAR_KEY_SQL, in_years, quarantine_year_keys, year_span
 from meddevkg_dagster.lib import only_devices, partition_keys, require_known, stopwatch, table_metadata
-from meddevkg_dagster.partitions import DEVICE_BACKFILL, pma_devices
+from meddevkg_dagster.partitions import DEVICE_BACKFILL, PATENT_BACKFILL, patent_years, pma_devices
 from meddevkg_dagster.resources import DUCKDB_POOL, CorpusResource, OpenFDAResource, SourcesResource
 
 GROUP = "sources"
@@ -61,37 +62,50 @@ def pma_documents(context: dg.AssetExecutionContext, corpus: CorpusResource, sou
 
 @dg.multi_asset(
     outs={
-        "patents": dg.AssetOut(group_name=GROUP, kinds={"polars", "duckdb"},
+        "patents": dg.AssetOut(group_name=GROUP, kinds={"polars", "duckdb"}, metadata={"partition_expr": YEAR_KEY_SQL},
                                description="Patents (title + abstract, assignee, dates, CPC codes) that devices are "
-                                           "linked to."),
+                                           "linked to; one partition per grant year."),
         "patent_quarantine": dg.AssetOut(group_name=GROUP, kinds={"polars", "duckdb"},
-                                         description="Patent source rows that failed validation, with the reason."),
+                                         metadata={"partition_expr": "patent_year"},
+                                         description="Patent source rows that failed validation, with the reason "
+                                                     "(stored under the year of the patent they name)."),
     },
-    pool=DUCKDB_POOL,
+    partitions_def=patent_years, backfill_policy=PATENT_BACKFILL, pool=DUCKDB_POOL,
 )
 def patents(context: dg.AssetExecutionContext, corpus: CorpusResource, sources: SourcesResource):
     """Patents from the corpus, PatentsView bulk files or the PatentSearch API (MEDDEVKG_PATENT_SOURCE)."""
     src = sources.checked()
+    keys = partition_keys(context)
     with stopwatch() as t:
         if src.patent_source == "patentsview_bulk":
             from meddevkg_core.sources.patentsview_bulk import build_patent_table
 
             table = build_patent_table(src.patentsview_bulk_dir)
-            out, quarantine, stats = table.patents, table.rejected, table.stats.as_metadata()
+            found, quarantine, stats = table.patents, table.rejected, table.stats.as_metadata()
         elif src.patent_source == "patentsview_api":
-            out, quarantine, stats = _patents_from_api(src)
+            found, quarantine, stats = _patents_from_api(src, keys)
         else:
-            out = corpus.load().patents
+            found = corpus.load().patents
             quarantine = schemas.empty(schemas.REJECTED_RECORDS)  # corpus rows: see rejected_records
             stats = {}
-    context.log.info(f"{out.height} patents from {src.patent_source}; {quarantine.height} quarantined")
+    out = in_years(found, keys)
+    quarantine = quarantine_year_keys(quarantine, found)
+    elsewhere = quarantine.filter(~pl.col("patent_year").is_in(keys)) if keys else quarantine.clear()
+    if elsewhere.height:  # stored with the year they belong to, when that year's partition runs
+        context.log.warning(f"{elsewhere.height} quarantined patent row(s) belong to other years: "
+                            + ", ".join(sorted(set(elsewhere["patent_year"].to_list()))[:10]))
+    quarantine = quarantine.filter(pl.col("patent_year").is_in(keys)) if keys else quarantine
+    context.log.info(f"{out.height} patents from {src.patent_source} in {len(keys) or 'all'} year partition(s) "
+                     f"({found.height} read); {quarantine.height} quarantined")
     yield dg.Output(out, output_name="patents", metadata=table_metadata(
-        out, source=src.patent_source, assignees=out["assignee"].n_unique(), seconds=t["seconds"], **stats))
+        out, **{**stats, "source": src.patent_source, "assignees": out["assignee"].n_unique(), "read": found.height,
+                "seconds": t["seconds"]}))
     yield dg.Output(quarantine, output_name="patent_quarantine",
                     metadata=table_metadata(quarantine, source=src.patent_source))
 
 
-def _patents_from_api(src: SourcesResource) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
+def _patents_from_api(src: SourcesResource, keys: list[str]) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
+    """Grants of the selected years only (all since `patents_granted_since` when unpartitioned)."""
     from datetime import date
 
     from pydantic import SecretStr
@@ -99,9 +113,12 @@ def _patents_from_api(src: SourcesResource) -> tuple[pl.DataFrame, pl.DataFrame,
     from meddevkg_core.sources.patentsview_api import PatentSearchConfig, fetch_patents_granted, open_client
 
     config = PatentSearchConfig(api_key=SecretStr(src.patentsview_api_key) if src.patentsview_api_key else None)
-    start = date.fromisoformat(src.patents_granted_since)
+    since, today = date.fromisoformat(src.patents_granted_since), date.today()
+    span = year_span(keys, since, today) if keys else (since, today)
+    if span is None:
+        return schemas.empty(schemas.PATENTS), schemas.empty(schemas.REJECTED_RECORDS), {"requests": 0}
     with open_client(config) as client:
-        table = fetch_patents_granted(client, config, start, date.today())
+        table = fetch_patents_granted(client, config, *span)
     return table.patents, table.rejected, table.stats.as_metadata()
 
 

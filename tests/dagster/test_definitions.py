@@ -17,20 +17,33 @@ EXPECTED_ASSETS = {
 }
 DEVICE_ASSETS = {"pma_documents", "pma_quarantine", "device_entities", "device_embeddings", "candidate_pool",
                  "cross_encoder_scores", "reranked_links"}
+PATENT_ASSETS = {"patents", "patent_quarantine", "patent_entities", "patent_embeddings"}
 
 
-def test_every_asset_is_defined_and_device_assets_are_partitioned():
+def test_every_asset_is_defined_and_device_and_patent_assets_are_partitioned():
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
     assert keys == EXPECTED_ASSETS
     for key in EXPECTED_ASSETS:
         node = graph.get(dg.AssetKey(key))
-        partitioned = node.partitions_def is not None
-        assert partitioned == (key in DEVICE_ASSETS), key
-        if partitioned:
-            assert node.partitions_def.name == "pma_devices"
+        expected = "pma_devices" if key in DEVICE_ASSETS else "patent_years" if key in PATENT_ASSETS else None
+        assert (node.partitions_def.name if node.partitions_def else None) == expected, key
+        if expected:
             assert node.backfill_policy == dg.BackfillPolicy.single_run()
         assert node.pools == {"duckdb"}, key
+
+
+def test_the_whole_graph_is_two_jobs_and_downstream_assets_read_every_patent_year():
+    patents_job, meddevkg_job = defs.resolve_job_def("patents_job"), defs.resolve_job_def("meddevkg_job")
+    in_patents = {k.to_user_string() for k in patents_job.asset_layer.executable_asset_keys}
+    in_graph = {k.to_user_string() for k in meddevkg_job.asset_layer.executable_asset_keys}
+    assert in_patents == PATENT_ASSETS | {"meddevonto"}
+    assert in_patents | in_graph == EXPECTED_ASSETS and in_patents & in_graph == {"meddevonto"}
+    graph = defs.resolve_asset_graph()
+    for key in ("candidate_pool", "cross_encoder_scores", "company_dictionary", "link_evaluation"):
+        node = graph.get(dg.AssetKey(key))
+        for parent in node.parent_keys & {dg.AssetKey(p) for p in PATENT_ASSETS}:
+            assert isinstance(graph.get_partition_mapping(node.key, parent), dg.AllPartitionMapping), (key, parent)
 
 
 def test_gpu_steps_are_tagged_and_checks_and_jobs_exist():
@@ -41,6 +54,7 @@ def test_gpu_steps_are_tagged_and_checks_and_jobs_exist():
     checks = {k.name for k in graph.asset_check_keys}
     assert {"pma_documents_keys_unique", "device_embeddings_complete", "recall_on_gold"} <= checks
     assert defs.resolve_job_def("meddevkg_job") and defs.resolve_job_def("device_links_job")
+    assert defs.resolve_job_def("patents_job")
     assert set(defs.resources) >= {"io_manager", "corpus", "embedding_model", "cross_encoder", "pipeline_config"}
 
 

@@ -100,18 +100,3 @@ def test_device_documents_from_openfda_survive_faults_and_quarantine_bad_records
     assert again.equals(clean)  # same final table, no duplicated rows after a re-run through faults
     assert quarantine_again.height == 1
 
-
-def test_weekly_patent_refresh_relinks_every_device_partition_in_one_run():
-    from datetime import datetime
-
-    from meddevkg_dagster.schedules import weekly_patents_refresh
-
-    when = datetime(2026, 11, 23, 4)
-    with dg.instance_for_test() as instance:  # schedule contexts need a persistent instance
-        empty = weekly_patents_refresh(dg.build_schedule_context(instance=instance, scheduled_execution_time=when))
-        instance.add_dynamic_partitions("pma_devices", ["P100045", "P260001"])
-        run = weekly_patents_refresh(dg.build_schedule_context(instance=instance, scheduled_execution_time=when))
-    assert isinstance(empty, dg.SkipReason)
-    assert run.run_key == "patents-2026-11-23"
-    assert (run.tags["dagster/asset_partition_range_start"], run.tags["dagster/asset_partition_range_end"]) == (
-        "P100045", "P260001")

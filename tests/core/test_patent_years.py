@@ -1,0 +1,44 @@
+from datetime import date
+
+import polars as pl
+
+from meddevkg_core import schemas
+from meddevkg_core.patent_years import (
+    UNDATED, current_year_keys, in_years, quarantine_year_keys, with_year_key, year_keys, year_span,
+)
+
+
+def _patents() -> pl.DataFrame:
+    return schemas.conform(pl.DataFrame({
+        "pat_id": ["1", "2", "3"],
+        "grant_date": [date(2019, 5, 7), None, date(2024, 1, 2)],
+    }), schemas.PATENTS)
+
+
+def test_keys_are_grant_years_plus_undated():
+    assert year_keys(_patents()) == ["2019", "2024", UNDATED]
+    assert year_keys(schemas.empty(schemas.PATENTS)) == [UNDATED]
+    assert in_years(_patents(), ["2024", UNDATED])["pat_id"].to_list() == ["2", "3"]
+    assert in_years(_patents(), [])["pat_id"].to_list() == ["1", "2", "3"]
+
+
+def test_rows_take_their_patents_year_in_order_and_unknown_ids_go_undated():
+    rows = pl.DataFrame({"doc_id": ["3", "9", "1", "3"]})
+    assert with_year_key(rows, _patents(), "doc_id")["patent_year"].to_list() == ["2024", UNDATED, "2019", "2024"]
+    rejected = pl.DataFrame({"source": ["s"] * 3, "record_key": ["g_assignee:4:1", "g_patent:7:", "x:2"],
+                             "reason": ["r"] * 3, "record": [""] * 3})
+    # the key's last part names the patent: "1" (2019), none, "2" (no grant date)
+    assert quarantine_year_keys(rejected, _patents())["patent_year"].to_list() == ["2019", UNDATED, UNDATED]
+
+
+def test_year_span_clips_to_the_source_window():
+    assert year_span(["2019", "2020"], date(2019, 3, 1), date(2026, 11, 23)) == (date(2019, 3, 1), date(2020, 12, 31))
+    assert year_span(["2026"], date(2000, 1, 1), date(2026, 11, 23)) == (date(2026, 1, 1), date(2026, 11, 23))
+    assert year_span([UNDATED], date(2000, 1, 1), date(2026, 1, 1)) is None
+    assert year_span(["1990"], date(2000, 1, 1), date(2026, 1, 1)) is None
+
+
+def test_the_weekly_refresh_covers_last_year_in_the_first_week_of_january():
+    assert current_year_keys(date(2026, 11, 23)) == ["2026"]
+    assert current_year_keys(date(2027, 1, 4)) == ["2026", "2027"]
+    assert current_year_keys(date(2027, 1, 8)) == ["2027"]

@@ -1,0 +1,116 @@
+"""Patents are partitioned by grant year: a new year of grants is extracted and encoded alone."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import datetime
+
+import dagster as dg
+import polars as pl
+import pytest
+
+from meddevkg_core.corpus import read_corpus
+from meddevkg_core.demo import demo_corpus_dir
+from tests.dagster.conftest import Harness
+
+NEW_YEAR = "2024"
+
+
+@pytest.fixture
+def corpus_without_last_year(tmp_path):
+    """The demo corpus as it stood before its last grant year arrived (that year's rows set aside)."""
+    root = tmp_path / "corpus"
+    shutil.copytree(demo_corpus_dir(), root)
+    lines = (root / "patents.csv").read_text().splitlines(keepends=True)
+    full = root / "patents.full.csv"
+    full.write_text("".join(lines))
+    frame = pl.read_csv(full, infer_schema=False)
+    held = set(frame.filter(pl.col("grant_date").str.starts_with(NEW_YEAR))["pat_id"].to_list())
+    assert held, "the demo corpus should have grants in the held-out year"
+    # Keep the file byte-for-byte apart from the held-out rows (quoting, malformed rows and all).
+    kept = [lines[0]] + [ln for ln in lines[1:] if ln.split(",", 1)[0] not in held]
+    (root / "patents.csv").write_text("".join(kept))
+    return root, full, held
+
+
+def _partitions(result, asset: str) -> set[str]:
+    return {e.partition for e in result.get_asset_materialization_events() if e.asset_key.to_user_string() == asset}
+
+
+def test_adding_a_grant_year_extracts_and_encodes_only_that_year(tmp_path, corpus_without_last_year):
+    root, full, held = corpus_without_last_year
+    (tmp_path / "run").mkdir()
+    harness = Harness(tmp_path / "run", root)
+    devices = read_corpus(root).devices["fda_id"].sort().to_list()
+    harness.register(devices)
+    years_before = harness.instance.get_dynamic_partitions("patent_years")
+    assert NEW_YEAR not in years_before and "undated" in years_before
+    assert harness.materialize(partition_range=(devices[0], devices[-1])).success
+    embeddings_before = harness.table("patent_embeddings")
+    entities_before = harness.table("patent_entities")
+    assert not set(embeddings_before["doc_id"].to_list()) & held
+
+    shutil.copy(full, root / "patents.csv")  # the new year's grants arrive
+    harness.register(devices)  # registers the new year only
+    assert set(harness.instance.get_dynamic_partitions("patent_years")) - set(years_before) == {NEW_YEAR}
+    run = harness.materialize_patent_years([NEW_YEAR])
+    assert run.success
+    for asset in ("patents", "patent_entities", "patent_embeddings"):
+        assert _partitions(run, asset) == {NEW_YEAR}, asset
+    rows = {e.asset_key.to_user_string(): e.event_specific_data.materialization.metadata["dagster/row_count"].value
+            for e in run.get_asset_materialization_events()}
+    assert rows["patent_embeddings"] == rows["patents"] == len(held)  # only the new year was encoded
+
+    embeddings_after = harness.table("patent_embeddings")
+    old = embeddings_after.filter(pl.col("patent_year") != NEW_YEAR).sort("doc_id")
+    assert old.equals(embeddings_before.sort("doc_id"))  # earlier years untouched
+    assert set(embeddings_after.filter(pl.col("patent_year") == NEW_YEAR)["doc_id"].to_list()) == held
+    assert harness.table("patent_entities").filter(pl.col("patent_year") != NEW_YEAR).height == entities_before.height
+
+    relink = harness.materialize(dg.AssetSelection.assets("candidate_pool"), partition_range=(devices[0], devices[-1]))
+    assert relink.success
+    pool = harness.table("candidate_pool")
+    assert set(pool["pat_id"].to_list()) & held  # devices now see the new grants
+
+
+def test_a_run_over_all_years_stores_every_patent_once_under_its_year(harness):
+    keys = read_corpus(harness.corpus).devices["fda_id"].sort().to_list()
+    harness.register(keys)
+    assert harness.materialize_patent_years().success
+    patents, embeddings = harness.table("patents"), harness.table("patent_embeddings")
+    corpus = read_corpus(harness.corpus).patents
+    assert patents.height == corpus.height == patents["pat_id"].n_unique()
+    years = patents.select("pat_id", pl.col("grant_date").dt.year().cast(pl.String).alias("y"))
+    joined = embeddings.join(years, left_on="doc_id", right_on="pat_id")
+    assert joined.height == corpus.height and (joined["patent_year"] == joined["y"]).all()
+
+
+def test_weekly_refresh_reads_the_current_year_and_a_success_relinks_every_device():
+    from meddevkg_dagster.schedules import relink_after_patent_refresh, weekly_patents_refresh
+
+    with dg.instance_for_test() as instance:
+        run = weekly_patents_refresh(dg.build_schedule_context(
+            instance=instance, scheduled_execution_time=datetime(2026, 11, 23, 4)))
+        assert run.run_key == "patents-2026-11-23"
+        assert run.tags["dagster/asset_partition_range_start"] == run.tags["dagster/asset_partition_range_end"] == "2026"
+        assert instance.get_dynamic_partitions("patent_years") == ["2026"]
+        january = weekly_patents_refresh(dg.build_schedule_context(
+            instance=instance, scheduled_execution_time=datetime(2027, 1, 4, 4)))
+        assert (january.tags["dagster/asset_partition_range_start"],
+                january.tags["dagster/asset_partition_range_end"]) == ("2026", "2027")
+        assert instance.get_dynamic_partitions("patent_years") == ["2026", "2027"]
+
+        finished = dg.DagsterRun(job_name="patents_job", run_id="r1", status=dg.DagsterRunStatus.SUCCESS)
+        event = dg.DagsterEvent(event_type_value="PIPELINE_SUCCESS", job_name="patents_job")
+
+        def tick():
+            return relink_after_patent_refresh(dg.build_run_status_sensor_context(
+                sensor_name="relink_after_patent_refresh", dagster_instance=instance, dagster_run=finished,
+                dagster_event=event))
+
+        assert isinstance(tick(), dg.SkipReason)  # no devices yet
+        instance.add_dynamic_partitions("pma_devices", ["P100045", "P260001"])
+        relink = tick()
+    assert relink.run_key == "relink-r1"
+    assert (relink.tags["dagster/asset_partition_range_start"], relink.tags["dagster/asset_partition_range_end"]) == (
+        "P100045", "P260001")
