@@ -15,13 +15,14 @@ condition (-tion, -sion, -sis, -ance, -ence, -ogy, -therapy, -plasty, -ectomy, -
 
 from __future__ import annotations
 
+import bisect
 import functools
 import json
 import math
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import polars as pl
 from rapidfuzz import process
@@ -31,12 +32,14 @@ from meddevkg_core import schemas
 from meddevkg_core.ontology import Ontology, normalize_term
 from meddevkg_core.phrases import (
     NOMINAL,
+    NOMINAL_CONTEXT,
+    VERBAL_CONTEXT,
+    SegmentQueue,
+    Tags,
     Tokens,
     Word,
     base_noun_phrases,
-    segment_key,
     segments,
-    tag_segments,
     words_of,
 )
 from meddevkg_core.progress import Progress, no_progress
@@ -197,8 +200,7 @@ def entity_type(concept_id: str | None, head: str, ontology: Ontology) -> str:
     return MECHANISM if head.endswith(_MECHANISM_SUFFIXES) else COMPONENT
 
 
-@dataclass(frozen=True)
-class _Candidate:
+class _Candidate(NamedTuple):
     start: int
     end: int
     mention: str
@@ -212,18 +214,17 @@ def extract_mentions(docs: pl.DataFrame, ontology: Ontology, nlp: Language, batc
 
     One mention per (doc, norm), at its first offset. Documents without text or id are returned
     in `rejected`, as are spans that fail grounding. Texts are only tokenized; each distinct
-    segment is tagged once (phrases.py). `n_process > 1` splits the documents into that many
-    contiguous shards extracted in worker processes; segment tags never depend on what else is
-    tagged, so the result is the same as with one process.
+    segment is tagged once (phrases.py). `n_process > 1` runs the tagger's layers in
+    `n_process - 1` background threads while this thread tokenizes and builds mentions (the
+    matrix products release the GIL; worker processes would each load spaCy and torch, ~10 s
+    per spawn on two cores, and tag the segments their shards share again). Segment tags never
+    depend on what else is tagged, so the result is the same as with one thread.
     """
     rows = docs.select(pl.col("doc_id").cast(pl.String), pl.col("text").cast(pl.String)).rows()
     rejected = [_reject(doc_id, "missing doc_id" if doc_id is None else "missing text", {"doc_id": doc_id})
                 for doc_id, text in rows if doc_id is None or not (text or "").strip()]
     valid = [(doc_id, text) for doc_id, text in rows if doc_id is not None and (text or "").strip()]
-    if n_process > 1 and len(valid) >= 2 * MIN_DOCS_PER_PROCESS:
-        mentions, failed = _extract_in_processes(valid, ontology, nlp, batch_size, n_process)
-    else:
-        mentions, failed = _extract_valid(valid, ontology, nlp, batch_size, progress)
+    mentions, failed = _extract_valid(valid, ontology, nlp, batch_size, progress, n_threads=n_process)
     progress(len(valid), len(valid))
     return ExtractionResult(
         mentions=schemas.conform(pl.DataFrame(mentions, schema=schemas.MENTIONS), schemas.MENTIONS),
@@ -232,65 +233,188 @@ def extract_mentions(docs: pl.DataFrame, ontology: Ontology, nlp: Language, batc
     )
 
 
-MIN_DOCS_PER_PROCESS = 500
-"""Below this many documents per process, starting one costs more than it saves."""
-_SHARED: tuple | None = None  # (ontology, nlp, batch_size) of a worker process
-
-
-def _extract_in_processes(valid: list[tuple[str, str]], ontology: Ontology, nlp: Language, batch_size: int,
-                          n_process: int) -> tuple[list[dict], list[dict]]:
-    """Spawned (not forked) workers: a fork of a process whose BLAS threads ran can deadlock."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    size = math.ceil(len(valid) / n_process)
-    shards = [valid[i:i + size] for i in range(0, len(valid), size)]
-    with ProcessPoolExecutor(len(shards), mp_context=multiprocessing.get_context("spawn"),
-                             initializer=_init_worker,
-                             initargs=(ontology.concepts, ontology.terms, ontology.hierarchy, nlp, batch_size)) as pool:
-        parts = list(pool.map(_extract_shard, shards))
-    return [m for part, _ in parts for m in part], [r for _, part in parts for r in part]
-
-
-def _init_worker(concepts: pl.DataFrame, terms: pl.DataFrame, hierarchy: pl.DataFrame, nlp: Language,
-                 batch_size: int) -> None:
-    global _SHARED
-    _SHARED = (Ontology.from_frames(concepts, terms, hierarchy), nlp, batch_size)
-
-
-def _extract_shard(shard: list[tuple[str, str]]) -> tuple[list[dict], list[dict]]:
-    ontology, nlp, batch_size = _SHARED
-    return _extract_valid(shard, ontology, nlp, batch_size)
-
-
 def _extract_valid(valid: list[tuple[str, str]], ontology: Ontology, nlp: Language, batch_size: int,
-                   progress: Progress = no_progress) -> tuple[list[dict], list[dict]]:
-    tokenized = list(nlp.tokenizer.pipe((text for _, text in valid), batch_size=batch_size))
-    arrays = [Tokens.of(doc) for doc in tokenized]
-    spans = [segments(toks) for toks in arrays]
-    distinct = sorted({segment_key(toks, a, b) for toks, doc_spans in zip(arrays, spans, strict=True)
-                       for a, b in doc_spans})
-    tags = tag_segments(distinct, nlp)
-    matcher = _phrase_matcher(ontology, nlp)
-    phrase_cache: dict[tuple, tuple[ConceptMatch | None, str]] = {}
-    mentions: list[dict] = []
-    rejected: list[dict] = []
-    for n, ((doc_id, text), doc, toks, doc_spans) in enumerate(zip(valid, tokenized, arrays, spans, strict=True)):
-        if n % 1000 == 0:
-            progress(n, len(valid))
-        words = words_of(toks, doc_spans, tags)
-        for cand in _dedupe(_candidates(doc, text, doc_spans, words, matcher, ontology, phrase_cache)):
-            grounding = ground_span(cand.mention, text, expected_start=cand.start)
-            if grounding is None:
-                rejected.append(_reject(doc_id, "span not found in text", {"doc_id": doc_id, "mention": cand.mention}))
+                   progress: Progress = no_progress, n_threads: int = 1) -> tuple[list[dict], list[dict]]:
+    """Tokenize chunk by chunk, queueing each chunk's new segments for tagging (in background
+    threads when `n_threads > 1`), then build every document's mentions from the tags."""
+    queue = SegmentQueue(nlp, n_threads=n_threads)
+    try:
+        lexemes: dict = {}
+        seen: set[tuple[str, ...]] = set()
+        parsed: list[tuple[Doc, Tokens, list[tuple[int, int]]]] = []
+        chunks: list[tuple[int, int]] = []  # (end of the chunk's documents, batches queued by then)
+        texts = (text for _, text in valid)
+        for doc in nlp.tokenizer.pipe(texts, batch_size=batch_size):
+            toks = Tokens.of(doc, lexemes)
+            doc_spans = segments(toks)
+            parsed.append((doc, toks, doc_spans))
+            if len(parsed) == (chunks[-1][0] if chunks else 0) + _chunk_docs(len(chunks)) or len(parsed) == len(valid):
+                first = chunks[-1][0] if chunks else 0
+                new = list(dict.fromkeys(key for d, t, sp in parsed[first:] for a, b in sp
+                                         if (key := tuple(t.text[a:b])) not in seen))
+                seen.update(new)
+                chunks.append((len(parsed), queue.submit(new)))
+        matcher = _phrase_matcher(ontology, nlp)
+        state = _DocState(ontology, {})
+        mentions: list[dict] = []
+        rejected: list[dict] = []
+        n = 0
+        for end, batch in chunks:
+            state.tags = queue.tags(through=batch)
+            for (doc_id, text), (doc, toks, doc_spans) in zip(valid[n:end], parsed[n:end], strict=True):
+                if n % 1000 == 0:
+                    progress(n, len(valid))
+                n += 1
+                for cand in _dedupe(_candidates(doc, text, toks, doc_spans, matcher, state)):
+                    grounding = ground_span(cand.mention, text, expected_start=cand.start)
+                    if grounding is None:
+                        rejected.append(_reject(doc_id, "span not found in text",
+                                                {"doc_id": doc_id, "mention": cand.mention}))
+                        continue
+                    mentions.append({
+                        "doc_id": doc_id, "mention": text[grounding.start:grounding.end],
+                        "start": grounding.start, "end": grounding.end, "entity_type": cand.entity_type,
+                        "norm": cand.match.norm, "concept_id": cand.match.concept_id,
+                        "map_tier": cand.match.map_tier, "grounding": grounding.kind,
+                    })
+        return mentions, rejected
+    finally:
+        queue.close()
+
+
+def _chunk_docs(i: int) -> int:
+    """Documents in the i-th tokenized chunk: small at first, so background tagging starts early."""
+    return min(64 << i, 1024)
+
+
+class _DocState:
+    """What one extraction call learns once and reuses for every document.
+
+    `segments`: per (segment words, cue class) the segment's POS (after the cue) and its chunk
+    candidates as (first token, end token, match, entity type) relative to the segment. The
+    candidates of a segment depend only on its words, tags and cue, except that a phrase's mapping
+    is computed from the surface text of its first occurrence (`phrases`, keyed by lower-cased
+    words, head tag and head lemma): a repeated segment reuses the phrases its first occurrence
+    already mapped, so both caches give what the document-by-document computation gives.
+    """
+
+    def __init__(self, ontology: Ontology, tags: dict[tuple[str, ...], Tags]) -> None:
+        self.ontology = _MemoOntology(ontology)
+        self.tags = tags
+        self.segments: dict[tuple[tuple[str, ...], int], tuple[tuple[str, ...], tuple]] = {}
+        self.phrases: dict[tuple, tuple[ConceptMatch | None, str]] = {}
+        self.types: dict[tuple[str, str], str] = {}
+
+
+class _MemoOntology:
+    """The `lookup` and `category` of an ontology, remembered for one extraction call (the
+    mapping of each new phrase looks up several of its suffixes, each normalised again)."""
+
+    def __init__(self, ontology: Ontology) -> None:
+        self._ontology = ontology
+        self._lookup: dict[str, str | None] = {}
+        self._category: dict[str, str] = {}
+        self._norm: dict[str, str] = {}
+
+    def lookup(self, term: str) -> str | None:
+        try:
+            return self._lookup[term]
+        except KeyError:
+            cid = self._lookup[term] = self._ontology.lookup(term)
+            return cid
+
+    def category(self, concept_id: str) -> str:
+        try:
+            return self._category[concept_id]
+        except KeyError:
+            cat = self._category[concept_id] = self._ontology.category(concept_id)
+            return cat
+
+    def normalize(self, s: str) -> str:
+        """`normalize_term`, remembered."""
+        try:
+            return self._norm[s]
+        except KeyError:
+            n = self._norm[s] = normalize_term(s)
+            return n
+
+
+def _cue_class(toks: Tokens, start: int, end: int) -> int:
+    """How the stop word before a segment changes its first word (phrases.words_of): 1 verbal,
+    2 nominal (one-word segments only), 0 not at all."""
+    cue = toks.lower[start - 1] if start > 0 else ""
+    if cue in VERBAL_CONTEXT:
+        return 1
+    if cue in NOMINAL_CONTEXT and end - start == 1:
+        return 2
+    return 0
+
+
+def _segment_entry(toks: Tokens, start: int, end: int, text: str, state: _DocState) -> tuple[tuple[str, ...], tuple]:
+    """POS and relative chunk candidates of a segment at its first occurrence (see _DocState)."""
+    words = words_of(toks, [(start, end)], state.tags)
+    seg_words = [words[i] for i in range(start, end)]
+    chunks = []
+    for phrase, head in base_noun_phrases(seg_words):
+        if (found := _chunk_candidate(phrase, head, text, state.ontology, state.phrases)) is not None:
+            tokens, cand = found
+            chunks.append((tokens[0].i - start, tokens[-1].i + 1 - start, cand.match, cand.entity_type))
+    return tuple(w.pos_ for w in seg_words), tuple(chunks)
+
+
+def _candidates(doc: Doc, text: str, toks: Tokens, spans: list[tuple[int, int]], matcher: PhraseMatcher,
+                state: _DocState) -> list[_Candidate]:
+    entries = []
+    for start, end in spans:
+        seg = (tuple(toks.text[start:end]), _cue_class(toks, start, end))
+        if (entry := state.segments.get(seg)) is None:
+            entry = state.segments[seg] = _segment_entry(toks, start, end, text, state)
+        entries.append(entry)
+    out = _dictionary_candidates(doc, text, toks, spans, entries, matcher, state)
+    idx, words = toks.idx, toks.text
+    for (start, _), (_, chunks) in zip(spans, entries, strict=True):
+        for first, last, match, etype in chunks:
+            a, b = idx[start + first], idx[start + last - 1] + len(words[start + last - 1])
+            out.append(_Candidate(a, b, text[a:b], match, etype))
+    return out
+
+
+def _dictionary_candidates(doc: Doc, text: str, toks: Tokens, spans: list[tuple[int, int]], entries: list,
+                           matcher: PhraseMatcher, state: _DocState) -> list[_Candidate]:
+    """Longest non-overlapping dictionary hits; a one-word hit must be a noun, or a verb naming
+    a process ("monitoring"), so "leads to" never becomes a pacing lead. (spaCy's filter_spans on
+    (start, end) tuples.)"""
+    ontology = state.ontology
+    strings = doc.vocab.strings
+    starts = [a for a, _ in spans]
+    hits = []
+    for match_id, start, end in matcher(doc):
+        concept_id = strings[match_id]
+        if end - start == 1:
+            j = bisect.bisect_right(starts, start) - 1
+            pos = entries[j][0][start - spans[j][0]] if j >= 0 and start < spans[j][1] else ""
+            if pos not in NOMINAL and not (pos == "VERB" and ontology.category(concept_id) in MECHANISM_CATEGORIES):
                 continue
-            mentions.append({
-                "doc_id": doc_id, "mention": text[grounding.start:grounding.end],
-                "start": grounding.start, "end": grounding.end, "entity_type": cand.entity_type,
-                "norm": cand.match.norm, "concept_id": cand.match.concept_id,
-                "map_tier": cand.match.map_tier, "grounding": grounding.kind,
-            })
-    return mentions, rejected
+        hits.append((start, end, concept_id))
+    hits.sort(key=lambda h: (h[1] - h[0], -h[0]), reverse=True)
+    kept = []
+    seen: set[int] = set()
+    for start, end, concept_id in hits:
+        if start not in seen and end - 1 not in seen:
+            kept.append((start, end, concept_id))
+            seen.update(range(start, end))
+    kept.sort(key=lambda h: h[0])
+    out = []
+    idx, words = toks.idx, toks.text
+    for start, end, concept_id in kept:
+        a, b = idx[start], idx[end - 1] + len(words[end - 1])
+        surface = text[a:b]
+        norm = ontology.normalize(surface)
+        type_key = (concept_id, norm.split()[-1])
+        if (etype := state.types.get(type_key)) is None:
+            etype = state.types[type_key] = entity_type(concept_id, type_key[1], ontology)
+        out.append(_Candidate(a, b, surface, ConceptMatch(norm, concept_id, "exact"), etype))
+    return out
 
 
 def _reject(doc_id: str | None, reason: str, record: dict) -> dict:
@@ -316,56 +440,25 @@ def _term_forms(ontology: Ontology) -> dict[str, set[str]]:
     return forms
 
 
-def _candidates(doc: Doc, text: str, spans: list[tuple[int, int]], words: dict[int, Word],
-                matcher: PhraseMatcher, ontology: Ontology, cache: dict) -> Iterator[_Candidate]:
-    yield from _dictionary_candidates(doc, words, matcher, ontology)
-    for start, end in spans:
-        for phrase, head in base_noun_phrases([words[i] for i in range(start, end)]):
-            if (cand := _chunk_candidate(phrase, head, text, ontology, cache)) is not None:
-                yield cand
-
-
-def _dictionary_candidates(doc: Doc, words: dict[int, Word], matcher: PhraseMatcher,
-                           ontology: Ontology) -> Iterator[_Candidate]:
-    """Longest non-overlapping dictionary hits; a one-word hit must be a noun, or a verb naming
-    a process ("monitoring"), so "leads to" never becomes a pacing lead."""
-    from spacy.util import filter_spans
-
-    spans = []
-    for match_id, start, end in matcher(doc):
-        span = doc[start:end]
-        concept_id = doc.vocab.strings[match_id]
-        pos = words[start].pos_ if start in words else ""
-        if len(span) == 1 and pos not in NOMINAL and not (
-            pos == "VERB" and ontology.category(concept_id) in MECHANISM_CATEGORIES
-        ):
-            continue
-        span.label_ = concept_id
-        spans.append(span)
-    for span in filter_spans(spans):
-        norm = normalize_term(span.text)
-        match = ConceptMatch(norm, span.label_, "exact")
-        yield _Candidate(span.start_char, span.end_char, span.text, match,
-                         entity_type(match.concept_id, norm.split()[-1], ontology))
-
-
-def _chunk_candidate(phrase: list[Word], head: Word, text: str, ontology: Ontology,
-                     cache: dict) -> _Candidate | None:
-    """A base noun phrase as a mention: trimmed, not a bare generic noun, mapped via its head."""
-    tokens = _trim_phrase(phrase)
+def _chunk_candidate(phrase: list[Word], head: Word, text: str, ontology: Ontology | _MemoOntology,
+                     cache: dict) -> tuple[list[Word], _Candidate] | None:
+    """A base noun phrase as a mention (with its trimmed words): trimmed, not a bare generic noun,
+    mapped via its head."""
+    normalize = getattr(ontology, "normalize", normalize_term)
+    tokens = _trim_phrase(phrase, normalize)
     if tokens is None:
         return None
     start, end = tokens[0].idx, tokens[-1].idx + len(tokens[-1].text)
     key = (tuple(t.lower_ for t in tokens), head.tag_, head.lemma_)
     if key not in cache:  # one lookup per distinct phrase
-        cache[key] = _map_phrase_words(tokens, head, text[start:end], ontology)
+        cache[key] = _map_phrase_words(tokens, head, text[start:end], ontology, normalize)
     match, etype = cache[key]
     if match is None:
         return None
-    return _Candidate(start, end, text[start:end], match, etype)
+    return tokens, _Candidate(start, end, text[start:end], match, etype)
 
 
-def _trim_phrase(phrase: list[Word]) -> list[Word] | None:
+def _trim_phrase(phrase: list[Word], normalize: Callable[[str], str] = normalize_term) -> list[Word] | None:
     """Drop leading boilerplate modifiers ("said", "distal"); keep at most 5 words, cut from the
     left so the head stays."""
 
@@ -376,7 +469,7 @@ def _trim_phrase(phrase: list[Word]) -> list[Word] | None:
         return toks
 
     tokens = strip_left(phrase)
-    while len(tokens) > 1 and len(normalize_term(" ".join(t.text for t in tokens)).split()) > MAX_PHRASE_WORDS:
+    while len(tokens) > 1 and len(normalize(" ".join(t.text for t in tokens)).split()) > MAX_PHRASE_WORDS:
         tokens = strip_left(tokens[1:])
     if not tokens or tokens[-1].pos_ not in NOMINAL:
         return None
@@ -385,10 +478,10 @@ def _trim_phrase(phrase: list[Word]) -> list[Word] | None:
     return tokens
 
 
-def _map_phrase_words(tokens: list[Word], head: Word, surface_text: str,
-                      ontology: Ontology) -> tuple[ConceptMatch | None, str]:
-    words = normalize_term(surface_text).split()
-    lemma = normalize_term(head.lemma_) or head.lower_
+def _map_phrase_words(tokens: list[Word], head: Word, surface_text: str, ontology: Ontology | _MemoOntology,
+                      normalize: Callable[[str], str] = normalize_term) -> tuple[ConceptMatch | None, str]:
+    words = normalize(surface_text).split()
+    lemma = normalize(head.lemma_) or head.lower_
     modifiers = tokens[:-1]
     if (lemma in GENERIC_NOUNS or (words and words[-1] in GENERIC_NOUNS) or len("".join(words)) < 2) and all(
         t.is_stop or t.lower_ in STOP_MODIFIERS or t.pos_ in _STRIP_POS or t.tag_ == "HYPH" for t in modifiers

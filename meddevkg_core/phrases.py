@@ -15,13 +15,22 @@ single-tag rules) and lemmas only for plural nouns, the one place they are used.
 Tagged without the words around it, a one-word segment can lose its reading: after a modal,
 an auxiliary or "to" its first word is read as a verb ("may lead to"), after a determiner as
 a noun ("the lead").
+
+The tagger's own layers are run directly (SegmentTagger) and give the tags of the packed Docs: a
+token's tag depends only on the 4 tokens either side, so each segment is tagged as if between ";"
+gaps, each distinct word is embedded once, and each layer computes each distinct window of the
+rows the tags still depend on once (identical rows in, identical rows out). Same layers, same
+row inputs, so the same tags, at about a third of the cost of `nlp.pipe` on the packed Docs.
+SegmentQueue runs those layers in background threads while the caller tokenizes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
 
 if TYPE_CHECKING:
     from spacy.language import Language
@@ -49,8 +58,7 @@ participles as in running text."""
 _TAG_PIPES_OFF = ("parser", "ner", "senter")
 
 
-@dataclass(frozen=True)
-class Word:
+class Word(NamedTuple):
     """One token of a document with the tags its segment received."""
 
     i: int
@@ -78,24 +86,39 @@ class Tokens:
     breaks: list[bool]
 
     @classmethod
-    def of(cls, doc: Doc) -> Tokens:
-        text, lower, idx, stop, brk = [], [], [], [], []
+    def of(cls, doc: Doc, lexemes: dict | None = None) -> Tokens:
+        """`lexemes` caches per-lexeme attributes across the docs of one call (orth id -> entry)."""
+        from spacy.attrs import IDX, ORTH, SPACY
+
+        lex = {} if lexemes is None else lexemes
+        arr = doc.to_array([ORTH, IDX, SPACY])
+        text, lower, stop, brk = [], [], [], []
         prev_ws = True
-        for tok in doc:
-            t, ws = tok.text, tok.whitespace_
+        for orth, ws in zip(arr[:, 0].tolist(), arr[:, 2].tolist(), strict=True):
+            entry = lex.get(orth)
+            if entry is None:
+                entry = lex[orth] = _lexeme_entry(doc.vocab[orth])
+            t, low, is_stop, kind = entry
             text.append(t)
-            lower.append(tok.lower_)
-            idx.append(tok.idx)
-            stop.append(tok.is_stop)
-            if tok.is_space or tok.is_stop:
-                b = True
-            elif tok.is_punct:  # a hyphen inside a word ("drug-eluting") does not break
-                b = not (t == "-" and not ws and not prev_ws)
-            else:
-                b = not any(c.isalpha() for c in t)
-            brk.append(b)
+            lower.append(low)
+            stop.append(is_stop)
+            # kind 1: always a break; 2: a hyphen, a break unless inside a word ("drug-eluting")
+            brk.append(kind == 1 or (kind == 2 and (bool(ws) or prev_ws)))
             prev_ws = bool(ws)
-        return cls(text, lower, idx, stop, brk)
+        return cls(text, lower, arr[:, 1].tolist(), stop, brk)
+
+
+def _lexeme_entry(lex) -> tuple[str, str, bool, int]:
+    """(text, lower, is_stop, break kind) of a lexeme: a stop word, a space, punctuation or a
+    letter-free token breaks a segment (kind 1), a hyphen only between spaces (kind 2)."""
+    t = lex.orth_
+    if lex.is_space or lex.is_stop:
+        kind = 1
+    elif lex.is_punct:
+        kind = 2 if t == "-" else 1
+    else:
+        kind = 0 if any(c.isalpha() for c in t) else 1
+    return t, lex.lower_, bool(lex.is_stop), kind
 
 
 def segments(toks: Tokens) -> list[tuple[int, int]]:
@@ -134,7 +157,90 @@ def pos_table(nlp: Language) -> dict[str, str]:
 
 def tag_segments(keys: Sequence[tuple[str, ...]], nlp: Language, n_process: int = 1,
                  per_doc: int = SEGMENTS_PER_DOC) -> dict[tuple[str, ...], Tags]:
-    """POS tags (and plural-noun lemmas) of every distinct segment, tagged once, `per_doc` to a Doc."""
+    """POS tags (and plural-noun lemmas) of every distinct segment, each tagged once as if packed
+    `per_doc` to a Doc between ";" gaps. `n_process > 1` runs the layers in a background thread."""
+    queue = SegmentQueue(nlp, n_threads=n_process, per_doc=per_doc)
+    try:
+        queue.submit(keys)
+        return queue.tags()
+    finally:
+        queue.close()
+
+
+def with_pos_and_lemmas(raw: dict[tuple[str, ...], tuple[str, ...]], nlp: Language,
+                        to_pos: dict[str, str] | None = None) -> dict[tuple[str, ...], Tags]:
+    """Fine tags per segment -> (pos, tag, lemma) per word."""
+    to_pos = pos_table(nlp) if to_pos is None else to_pos
+    plurals = sorted({w.lower() for key, tags in raw.items() for w, t in zip(key, tags, strict=True)
+                      if t in ("NNS", "NNPS")})
+    lemmas = plural_lemmas(plurals, nlp)
+    return {key: tuple((to_pos.get(t, "X"), t, lemmas.get(w.lower(), w.lower()) if t in ("NNS", "NNPS") else w.lower())
+                       for w, t in zip(key, tags, strict=True))
+            for key, tags in raw.items()}
+
+
+class SegmentQueue:
+    """Segments submitted batch by batch and tagged once each: in one background thread when
+    `n_threads > 1` (so the caller tokenizes and builds mentions meanwhile), else when their tags
+    are asked for.
+
+    Only the model arithmetic runs in the background (thinc and numpy; BLIS's matrix products
+    release the GIL), one batch after another, so one thread at a time calls BLIS; what writes to
+    spaCy's vocab (new Docs, lemmas) stays in the calling thread. Two threads is what two cores
+    can use: more would only share the one BLIS-bound thread's work.
+    """
+
+    def __init__(self, nlp: Language, n_threads: int = 1, per_doc: int = SEGMENTS_PER_DOC) -> None:
+        self.nlp, self.per_doc = nlp, per_doc
+        self.tagger = SegmentTagger.of(nlp)
+        self.to_pos = pos_table(nlp)
+        self._done: dict[tuple[str, ...], Tags] = {}
+        self._pending: list[tuple[int, Sequence[tuple[str, ...]], object]] = []  # (batch, keys, future)
+        self._submitted = 0
+        self._pool = None
+        if n_threads > 1 and self.tagger is not None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="segment-tagger")
+
+    def submit(self, keys: Sequence[tuple[str, ...]]) -> int:
+        """Queue `keys` (distinct, not submitted before); returns the batch's number for `tags`."""
+        self._submitted += 1
+        if keys:
+            future = self._pool.submit(self.tagger.run, self.tagger.prepare(keys)) if self._pool is not None else None
+            self._pending.append((self._submitted, keys, future))
+        return self._submitted
+
+    def tags(self, through: int | None = None) -> dict[tuple[str, ...], Tags]:
+        """Tags of every segment of batches up to number `through` (default: all submitted so far),
+        waiting for the background threads; the dict grows with later calls."""
+        limit = self._submitted if through is None else through
+        ready = [p for p in self._pending if p[0] <= limit]
+        if not ready:
+            return self._done
+        self._pending = [p for p in self._pending if p[0] > limit]
+        raw: dict[tuple[str, ...], tuple[str, ...]] = {}
+        if self._pool is not None:
+            for _, keys, future in ready:
+                raw.update(self.tagger.labels_of(keys, future.result()))
+        else:
+            keys = [k for _, batch, _ in ready for k in batch]
+            if self.tagger is not None:
+                raw = self.tagger.tag(keys)
+            else:
+                raw = _tag_packed(keys, self.nlp, 1, self.per_doc)
+        self._done.update(with_pos_and_lemmas(raw, self.nlp, self.to_pos))
+        return self._done
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+
+def _tag_packed(keys: Sequence[tuple[str, ...]], nlp: Language, n_process: int,
+                per_doc: int) -> dict[tuple[str, ...], tuple[str, ...]]:
+    """Fine tags through `nlp.pipe` on packed Docs (any pipeline; SegmentTagger's reference)."""
     from spacy.tokens import Doc
 
     def packed() -> Iterator[Doc]:
@@ -145,7 +251,6 @@ def tag_segments(keys: Sequence[tuple[str, ...]], nlp: Language, n_process: int 
                 words.extend(_GAP)
             yield Doc(nlp.vocab, words=words)
 
-    to_pos = pos_table(nlp)
     off = [p for p in nlp.pipe_names if p not in ("tok2vec", "tagger")]
     raw: dict[tuple[str, ...], tuple[str, ...]] = {}
     chunks = (keys[s:s + per_doc] for s in range(0, len(keys), per_doc))
@@ -155,23 +260,207 @@ def tag_segments(keys: Sequence[tuple[str, ...]], nlp: Language, n_process: int 
         for key in batch:
             raw[key] = tuple(tags[pos:pos + len(key)])
             pos += len(key) + len(_GAP)
-    plurals = sorted({w.lower() for key, tags in raw.items() for w, t in zip(key, tags, strict=True)
-                      if t in ("NNS", "NNPS")})
-    lemmas = plural_lemmas(plurals, nlp)
-    return {key: tuple((to_pos.get(t, "X"), t, lemmas.get(w.lower(), w.lower()) if t in ("NNS", "NNPS") else w.lower())
-                       for w, t in zip(key, tags, strict=True))
-            for key, tags in raw.items()}
+    return raw
+
+
+@dataclass(frozen=True)
+class _Job:
+    """Segments ready for the layers: their words as rows of the tagger's embedding table (`rows`
+    per word of `ids`), the words first seen here in `new` (a Doc, embedded by `run`)."""
+
+    lengths: np.ndarray
+    ids: np.ndarray
+    rows: list[int]
+    gap_id: int
+    new: Doc | None
+
+
+class SegmentTagger:
+    """The pipeline's tok2vec + tagger layers run on segments as if each sat between ";" gaps.
+
+    Same layers, same inputs per row, so the same tags as `_tag_packed`, but (1) each distinct
+    word is embedded once (the embedding of a token depends on its own lexical features only),
+    (2) layer k of the window-1 encoder computes a row only if the tags can still depend on it
+    (within 4 - k of a segment word), and each distinct window of values once (a gap row whose
+    window holds only ";" is one such window; so are repeated word n-grams).
+    `prepare` reads spaCy's vocab (calling thread only); `run` is thinc and numpy only.
+    """
+
+    def __init__(self, nlp: Language, embed, blocks: list, softmax, labels: Sequence[str]) -> None:
+        self.nlp, self.embed, self.blocks, self.softmax = nlp, embed, blocks, softmax
+        self.labels = list(labels)
+        self.width = embed.get_dim("nO")
+        self._row: dict[str, int] = {}
+        self._vectors: list[np.ndarray] = []  # embedding rows, appended by `run` in `_row` order
+
+    @classmethod
+    def of(cls, nlp: Language) -> SegmentTagger | None:
+        """A tagger for `nlp` if its tagger is a softmax over a shared window-1 MaxoutWindowEncoder
+        tok2vec of `len(_GAP)` layers (en_core_web_sm's); else None (use `_tag_packed`)."""
+        try:
+            if "tok2vec" not in nlp.pipe_names or "tagger" not in nlp.pipe_names:
+                return None
+            tagger = nlp.get_pipe("tagger")
+            model = tagger.model
+            listener = model.get_ref("tok2vec")
+            if type(listener).__name__ != "Tok2VecListener" or getattr(listener, "upstream_name", None) != "tok2vec":
+                return None
+            if model.layers[1].name != "with_array(softmax)" or model.get_ref("softmax").attrs.get(
+                    "softmax_temperature", 1.0) != 1.0:
+                return None
+            t2v = nlp.get_pipe("tok2vec").model
+            embed, encode = t2v.get_ref("embed"), t2v.get_ref("encode")
+            if t2v.layers != [embed, encode] or encode.name.split("(", 1)[0] != "with_array":
+                return None
+            blocks = []
+            for res in encode.layers[0].layers:
+                window, block = res.layers[0].layers
+                if res.name.split("(", 1)[0] != "residual" or window.name != "expand_window" or \
+                        window.attrs.get("window_size") != 1 or block.get_dim("nO") != embed.get_dim("nO"):
+                    return None
+                blocks.append(block)
+            if len(blocks) != len(_GAP):
+                return None
+            return cls(nlp, embed, blocks, model.get_ref("softmax"), tagger.labels)
+        except (AttributeError, KeyError, ValueError, IndexError, TypeError):
+            return None
+
+    def prepare(self, keys: Sequence[tuple[str, ...]]) -> _Job:
+        """Calling thread: the job's words, with a Doc of those not embedded yet (spaCy's vocab)."""
+        from spacy.tokens import Doc
+
+        gap = _GAP[0]
+        vocab = list(dict.fromkeys([gap, *(w for key in keys for w in key)]))
+        new = [w for w in vocab if w not in self._row]
+        for w in new:
+            self._row[w] = len(self._row)
+        local = {w: i for i, w in enumerate(vocab)}
+        lengths = np.fromiter((len(k) for k in keys), dtype=np.int64, count=len(keys))
+        ids = np.fromiter((local[w] for k in keys for w in k), dtype=np.int64, count=int(lengths.sum()))
+        return _Job(lengths, ids, [self._row[w] for w in vocab], local[gap],
+                    Doc(self.nlp.vocab, words=new) if new else None)
+
+    def run(self, job: _Job, chunk: int = 8192) -> np.ndarray:
+        """Tag ids (label indices) of every word of the job's segments, in order. Jobs run in the
+        order they were prepared, one at a time (one thread calls BLIS at a time)."""
+        if job.new is not None:  # each row depends on its own word only
+            self._vectors.extend(self.embed.predict([job.new])[0])
+        emb = np.stack([self._vectors[r] for r in job.rows]).astype("float32", copy=False)
+        out = []
+        starts = np.concatenate([[0], np.cumsum(job.lengths)])
+        for s in range(0, len(job.lengths), chunk):
+            e = min(s + chunk, len(job.lengths))
+            out.append(self._tag_chunk(job.lengths[s:e], job.ids[starts[s]:starts[e]], emb, job.gap_id))
+        return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+
+    def labels_of(self, keys: Sequence[tuple[str, ...]],
+                  guesses: np.ndarray) -> dict[tuple[str, ...], tuple[str, ...]]:
+        labels = self.labels
+        tags = [labels[g] for g in guesses.tolist()]
+        out: dict[tuple[str, ...], tuple[str, ...]] = {}
+        i = 0
+        for key in keys:
+            out[key] = tuple(tags[i:i + len(key)])
+            i += len(key)
+        return out
+
+    def tag(self, keys: Sequence[tuple[str, ...]]) -> dict[tuple[str, ...], tuple[str, ...]]:
+        """Fine tags of every key."""
+        return self.labels_of(keys, self.run(self.prepare(keys))) if keys else {}
+
+    def _tag_chunk(self, lengths: np.ndarray, ids: np.ndarray, emb: np.ndarray, gap_id: int) -> np.ndarray:
+        """Tag ids of the words of `lengths.size` segments laid out as gap, key 1, gap, ..., key n,
+        gap. A row's value at layer k is a function of its window's values at layer k - 1, so
+        each layer computes each distinct window once (identical rows in, identical rows out),
+        and only for rows within 4 - k of a segment word, the rows the tags still depend on."""
+        g = len(_GAP)
+        width = self.width
+        n = g + ids.size + g * lengths.size
+        word_rows = np.arange(ids.size) + g + g * np.repeat(np.arange(lengths.size), lengths)
+        value = np.full(n, gap_id, dtype=np.int64)  # row -> row of `table`, the layer's distinct values
+        value[word_rows] = ids
+        dist = np.full(n, g, dtype=np.int64)  # distance to the nearest segment word, capped at g
+        dist[word_rows] = 0
+        for d in range(1, g):
+            for near in (word_rows - d, word_rows + d):  # in range: the gaps at both ends
+                dist[near] = np.minimum(dist[near], d)
+        table = emb
+        for k, block in enumerate(self.blocks, 1):
+            rows = np.flatnonzero(dist <= g - k)
+            windows = np.stack([value[rows - 1], value[rows], value[rows + 1]], axis=1)
+            m = table.shape[0]
+            if m ** 3 < 2 ** 62:
+                uniq, inverse = np.unique((windows[:, 0] * m + windows[:, 1]) * m + windows[:, 2], return_inverse=True)
+                left, mid, right = uniq // (m * m), uniq // m % m, uniq % m
+            else:
+                distinct, inverse = np.unique(windows, axis=0, return_inverse=True)
+                left, mid, right = distinct[:, 0], distinct[:, 1], distinct[:, 2]
+            X = np.empty((left.size, 3 * width), dtype="float32")
+            X[:, :width] = table[left]
+            X[:, width:2 * width] = table[mid]
+            X[:, 2 * width:] = table[right]
+            table = table[mid] + block.predict(X)  # residual
+            value[rows] = inverse.reshape(-1)
+        final = value[word_rows]  # at layer 4 every row of `table` is a segment word
+        return self.softmax.predict(table).argmax(axis=1)[final]
 
 
 def plural_lemmas(words: Sequence[str], nlp: Language) -> dict[str, str]:
     """Singular forms of plural nouns through the model's rule lemmatizer, all in one Doc."""
     if not words or "lemmatizer" not in nlp.pipe_names:
         return {}
+    from spacy.pipeline import Lemmatizer
     from spacy.tokens import Doc
 
+    lemmatizer = nlp.get_pipe("lemmatizer")
     doc = Doc(nlp.vocab, words=list(words), pos=["NOUN"] * len(words), tags=["NNS"] * len(words))
-    doc = nlp.get_pipe("lemmatizer")(doc)
+    if (isinstance(lemmatizer, Lemmatizer) and lemmatizer.mode == "rule" and not lemmatizer.overwrite
+            and type(lemmatizer).rule_lemmatize is Lemmatizer.rule_lemmatize):
+        rule_noun = _RuleNounLemmatizer(lemmatizer)
+        return {t.text: (t.text.lower() if lemmatizer.is_base_form(t) else rule_noun(t.text)).lower()
+                for t in doc}
+    doc = lemmatizer(doc)
     return {t.text: t.lemma_.lower() for t in doc}
+
+
+class _RuleNounLemmatizer:
+    """`Lemmatizer.rule_lemmatize(token)[0]` for a NOUN without morphology, with the lemma index as
+    a set (spaCy scans it as a list of ~57K words for every rule that applies)."""
+
+    def __init__(self, lemmatizer) -> None:
+        tables = lemmatizer.lookups
+        self.index = set(tables.get_table("lemma_index", {}).get("noun", []))
+        self.exceptions = tables.get_table("lemma_exc", {}).get("noun", {})
+        self.rules = tables.get_table("lemma_rules", {}).get("noun", [])
+        self.any_table = bool(self.index or self.exceptions or self.rules)
+
+    def __call__(self, orig: str) -> str:
+        string = orig.lower()
+        if not self.any_table:
+            return string
+        forms: list[str] = []
+        oov_forms = []
+        for old, new in self.rules:
+            if string.endswith(old):
+                form = string[: len(string) - len(old)] + new
+                if not form:
+                    pass
+                elif form in self.index or not form.isalpha():
+                    if form in self.index:
+                        forms.insert(0, form)
+                    else:
+                        forms.append(form)
+                else:
+                    oov_forms.append(form)
+        forms = list(dict.fromkeys(forms))
+        for form in self.exceptions.get(string, []):
+            if form not in forms:
+                forms.insert(0, form)
+        if not forms:
+            forms.extend(oov_forms)
+        if not forms:
+            forms.append(orig)
+        return forms[0]
 
 
 def words_of(toks: Tokens, spans: Iterable[tuple[int, int]], tags: dict[tuple[str, ...], Tags]) -> dict[int, Word]:

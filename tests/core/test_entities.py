@@ -160,10 +160,123 @@ def test_empty_input_gives_empty_typed_tables(onto, nlp):
     assert out.rejected.height == 0 and out.rejected.schema == schemas.REJECTED_RECORDS
 
 
-def test_worker_processes_give_the_same_mentions(onto, nlp, result):
-    from meddevkg_core.entities import _extract_in_processes
+def test_background_tagging_threads_give_the_same_mentions(onto, nlp, result):
+    docs = pl.DataFrame({"doc_id": list(TEXTS), "text": list(TEXTS.values())})
+    threaded = extract_mentions(docs, onto, nlp, batch_size=2, n_process=2)
+    assert threaded.mentions.equals(result.mentions) and threaded.rejected.equals(result.rejected)
 
-    valid = list(TEXTS.items())
-    mentions, rejected = _extract_in_processes(valid, onto, nlp, batch_size=8, n_process=2)
-    parallel = pl.DataFrame(mentions, schema=schemas.MENTIONS).sort("doc_id", "start", "norm")
-    assert parallel.equals(result.mentions.sort("doc_id", "start", "norm")) and rejected == []
+
+# ------------------------------------------------------------------ the real corpus, against the reference
+
+
+def _reference_extraction(docs: pl.DataFrame, onto, nlp) -> pl.DataFrame:
+    """The extractor as it was before its caches (commit 6d4d01c), kept here as the reference:
+    tokens read one by one, segments tagged by `nlp.pipe` on packed Docs, plural lemmas by the
+    pipeline's lemmatizer, each document's words and phrases built anew, spaCy's filter_spans."""
+    from spacy.tokens import Doc
+    from spacy.util import filter_spans
+
+    from meddevkg_core.entities import (
+        MECHANISM_CATEGORIES,
+        ConceptMatch,
+        _Candidate,
+        _chunk_candidate,
+        _dedupe,
+        _phrase_matcher,
+        entity_type,
+    )
+    from meddevkg_core.ontology import normalize_term
+    from meddevkg_core.phrases import (
+        NOMINAL,
+        SEGMENTS_PER_DOC,
+        Tokens,
+        _tag_packed,
+        base_noun_phrases,
+        pos_table,
+        segments,
+        words_of,
+    )
+
+    def tokens_of(doc):
+        text, lower, idx, stop, brk = [], [], [], [], []
+        prev_ws = True
+        for tok in doc:
+            t, ws = tok.text, tok.whitespace_
+            text.append(t)
+            lower.append(tok.lower_)
+            idx.append(tok.idx)
+            stop.append(tok.is_stop)
+            if tok.is_space or tok.is_stop:
+                b = True
+            elif tok.is_punct:
+                b = not (t == "-" and not ws and not prev_ws)
+            else:
+                b = not any(c.isalpha() for c in t)
+            brk.append(b)
+            prev_ws = bool(ws)
+        return Tokens(text, lower, idx, stop, brk)
+
+    valid = [(d, t) for d, t in docs.select("doc_id", "text").rows() if d is not None and (t or "").strip()]
+    tokenized = list(nlp.tokenizer.pipe(t for _, t in valid))
+    arrays = [tokens_of(doc) for doc in tokenized]
+    spans = [segments(toks) for toks in arrays]
+    distinct = sorted({tuple(toks.text[a:b]) for toks, sp in zip(arrays, spans, strict=True) for a, b in sp})
+    raw = _tag_packed(distinct, nlp, 1, SEGMENTS_PER_DOC)
+    plurals = sorted({w.lower() for key, tags in raw.items() for w, t in zip(key, tags, strict=True)
+                      if t in ("NNS", "NNPS")})
+    lemma_doc = nlp.get_pipe("lemmatizer")(Doc(nlp.vocab, words=plurals, pos=["NOUN"] * len(plurals),
+                                                 tags=["NNS"] * len(plurals)))
+    lemmas = {t.text: t.lemma_.lower() for t in lemma_doc}
+    to_pos = pos_table(nlp)
+    tags = {key: tuple((to_pos.get(t, "X"), t, lemmas.get(w.lower(), w.lower()) if t in ("NNS", "NNPS") else w.lower())
+                       for w, t in zip(key, ts, strict=True)) for key, ts in raw.items()}
+    matcher = _phrase_matcher(onto, nlp)
+    cache: dict = {}
+    rows = []
+    for (doc_id, text), doc, toks, doc_spans in zip(valid, tokenized, arrays, spans, strict=True):
+        words = words_of(toks, doc_spans, tags)
+        found = []
+        for match_id, start, end in matcher(doc):
+            span = doc[start:end]
+            concept_id = doc.vocab.strings[match_id]
+            pos = words[start].pos_ if start in words else ""
+            if len(span) == 1 and pos not in NOMINAL and not (
+                    pos == "VERB" and onto.category(concept_id) in MECHANISM_CATEGORIES):
+                continue
+            span.label_ = concept_id
+            found.append(span)
+        cands = []
+        for span in filter_spans(found):
+            norm = normalize_term(span.text)
+            match = ConceptMatch(norm, span.label_, "exact")
+            cands.append(_Candidate(span.start_char, span.end_char, span.text, match,
+                                    entity_type(span.label_, norm.split()[-1], onto)))
+        for start, end in doc_spans:
+            for phrase, head in base_noun_phrases([words[i] for i in range(start, end)]):
+                if (chunk := _chunk_candidate(phrase, head, text, onto, cache)) is not None:
+                    cands.append(chunk[1])
+        for cand in _dedupe(cands):
+            g = ground_span(cand.mention, text, expected_start=cand.start)
+            rows.append({"doc_id": doc_id, "mention": text[g.start:g.end], "start": g.start, "end": g.end,
+                         "entity_type": cand.entity_type, "norm": cand.match.norm,
+                         "concept_id": cand.match.concept_id, "map_tier": cand.match.map_tier,
+                         "grounding": g.kind})
+    return schemas.conform(pl.DataFrame(rows, schema=schemas.MENTIONS), schemas.MENTIONS)
+
+
+@pytest.mark.real_data
+def test_real_abstracts_give_exactly_the_reference_mentions(benchmark_dir, onto, nlp):
+    """On 400 real patent abstracts and 100 device texts, with one ontology object: the cached,
+    layer-level extractor (one thread and with background tagging) finds exactly the mentions,
+    offsets, norms, types and concepts of the reference."""
+    from meddevkg_core.corpus import read_corpus
+
+    corpus = read_corpus(benchmark_dir)
+    docs = pl.concat([
+        corpus.patents.select(pl.col("pat_id").alias("doc_id"), "text").sample(400, seed=7),
+        corpus.devices.select(pl.col("fda_id").alias("doc_id"), "text").sample(100, seed=7),
+    ])
+    reference = _reference_extraction(docs, onto, nlp)
+    assert reference.height > 5000
+    for n_process in (1, 2):
+        assert extract_mentions(docs, onto, nlp, n_process=n_process).mentions.equals(reference)

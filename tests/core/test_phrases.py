@@ -3,7 +3,18 @@
 import pytest
 
 from meddevkg_core.entities import load_spacy_pipeline
-from meddevkg_core.phrases import Tokens, base_noun_phrases, segment_key, segments, tag_segments, words_of
+from meddevkg_core.phrases import (
+    SegmentQueue,
+    SegmentTagger,
+    Tokens,
+    _tag_packed,
+    base_noun_phrases,
+    plural_lemmas,
+    segment_key,
+    segments,
+    tag_segments,
+    words_of,
+)
 
 
 @pytest.fixture(scope="module")
@@ -58,3 +69,53 @@ def test_cue_words_restore_the_reading_context_gives(nlp):
     words = words_of(toks, spans, tags)
     leads = [w for w in words.values() if w.lower_ == "lead"]
     assert [w.pos_ for w in leads] == ["VERB", "NOUN"]
+
+
+SENTENCES = [
+    "A drug-eluting stent is advanced by a bi-directional steerable catheter to treat coronary artery disease.",
+    "Sensing may lead to ablation. The lead is implanted in the right ventricle via the superior vena cava.",
+    "An implantable cardioverter defibrillator (ICD) has two electrodes, a pulse generator and a pacing lead.",
+    "The distal end of the elongate shaft comprises a radiopaque marker band and an inflatable balloon.",
+]
+
+
+def test_segment_tagger_gives_the_tags_of_the_packed_docs(nlp):
+    """The layer-level tagger (distinct words and windows, only the rows tags depend on) agrees
+    with nlp.pipe on packed Docs, whatever is tagged with it and in whichever order."""
+    keys = sorted({segment_key(t, a, b) for t, spans in (_segments(nlp, s) for s in SENTENCES) for a, b in spans})
+    keys += [("Sensing",), ("comprises",), ("x",), ("stent", "stent", "stent", "stent", "stent", "stent")]
+    tagger = SegmentTagger.of(nlp)
+    assert tagger is not None
+    reference = _tag_packed(keys, nlp, 1, 200)
+    assert tagger.tag(keys) == reference
+    assert tagger.tag(keys[::-1]) == reference
+    assert tagger.tag(keys[:3]) == {k: reference[k] for k in keys[:3]}
+    assert tagger.run(tagger.prepare(keys), chunk=2).tolist() == tagger.run(tagger.prepare(keys)).tolist()
+
+
+def test_segment_queue_tags_in_background_threads_like_at_once(nlp):
+    keys = sorted({segment_key(t, a, b) for t, spans in (_segments(nlp, s) for s in SENTENCES) for a, b in spans})
+    queue = SegmentQueue(nlp, n_threads=2)
+    try:
+        first = queue.submit(keys[:5])
+        queue.submit([])
+        queue.submit(keys[5:])
+        early = dict(queue.tags(through=first))
+        assert set(early) == set(keys[:5])
+        assert queue.tags() == tag_segments(keys, nlp)
+    finally:
+        queue.close()
+
+
+def test_plural_lemmas_are_the_lemmatizers(nlp):
+    from spacy.tokens import Doc
+
+    words = ["stents", "catheters", "electrodes", "media", "leaves", "boxes", "analyses", "x-rays", "mice", "data"]
+    doc = nlp.get_pipe("lemmatizer")(Doc(nlp.vocab, words=words, pos=["NOUN"] * len(words), tags=["NNS"] * len(words)))
+    assert plural_lemmas(words, nlp) == {t.text: t.lemma_.lower() for t in doc}
+
+
+def test_a_pipeline_without_the_expected_tagger_is_not_layer_tagged():
+    import spacy
+
+    assert SegmentTagger.of(spacy.blank("en")) is None
