@@ -130,6 +130,23 @@ def test_normalize_term_is_idempotent_on_every_shipped_term(onto):
         ("ASD", "atrial septal defect"),
         ("Stent-Graft", "stent graft"),
         ("ePTFE", "expanded polytetrafluoroethylene"),
+        ("AVNRT", "atrioventricular nodal reentrant tachycardia"),
+        ("ischemic heart disease", "myocardial ischemia"),
+        ("SFA", "superficial femoral artery"),
+        ("monorail", "rapid exchange catheter"),
+        ("OTW", "over-the-wire catheter"),
+        ("PTRA", "renal angioplasty"),
+        ("medical electrical lead", "lead"),
+        # FDA product-code device_type_names, in FDA's inverted form
+        ("Catheters, Transluminal Coronary Angioplasty, Percutaneous", "angioplasty balloon"),
+        ("Device, Hemostasis, Vascular", "vascular closure device"),
+        ("Aortic Valve, Prosthesis, Percutaneously Delivered", "transcatheter aortic valve"),
+        ("System, Appendage Closure, Left Atrial", "left atrial appendage occluder"),
+        # device-text forms that lost "THE" ("CATHETER" -> "CA TER")
+        ("CA TER", "catheter"),
+        ("PTCA balloon ca ter", "angioplasty balloon"),
+        ("TRANSCA TER AORTIC VALVE", "transcatheter aortic valve"),
+        ("pros sis", "prosthesis"),
     ],
 )
 def test_lookup_finds_synonyms_and_abbreviations(onto, term, preferred):
@@ -154,6 +171,37 @@ def test_parents_children_and_ancestors(onto):
     assert onto.lookup("cardiac implantable electronic device") in onto.parents(onto.lookup("ICD"))
     assert onto.parents(onto.lookup("RF ablation")) == frozenset({onto.lookup("cardiac ablation")})
     assert onto.parents(stent) == frozenset()
+
+
+def test_coverage_additions_sit_under_their_parents(onto):
+    ischemia = onto.lookup("myocardial ischemia")
+    assert ischemia in onto.parents(onto.lookup("coronary artery disease"))
+    vta = onto.lookup("ventricular tachyarrhythmia")
+    assert vta in onto.parents(onto.lookup("ventricular tachycardia"))
+    assert vta in onto.parents(onto.lookup("ventricular fibrillation"))
+    assert onto.lookup("tachycardia") in onto.parents(vta)
+    assert onto.lookup("heart block") in onto.parents(onto.lookup("LBBB"))
+    assert onto.lookup("catheter") in onto.parents(onto.lookup("rapid exchange catheter"))
+    assert onto.lookup("stent") in onto.parents(onto.lookup("venous stent"))
+    assert onto.category(onto.lookup("iliac artery")) == "OTHER" and onto.parents(onto.lookup("iliac artery")) == frozenset()
+
+
+_THE_LOST = re.compile(r"\b(ca|transca|pros|biopros|endopros|microca) (ter|ters|terization|sis|tic)\b|\ba (rectomy|rosclero)|\brapy\b")
+
+
+def test_device_text_forms_without_the_have_their_source_term(onto):
+    """Every "THE"-less form ("ca ter") is the "the"-deleted form of a term of the same concept."""
+    forms: dict[str, set[str]] = {}
+    for term, cid in onto.terms.select("term", "concept_id").iter_rows():
+        forms.setdefault(cid, set()).add(term.lower())
+    seen = 0
+    for norm, cid in onto.terms.select("term_norm", "concept_id").iter_rows():
+        if _THE_LOST.search(norm):
+            seen += 1
+            sources = {normalize_term(t.replace("the", " ")) for t in forms[cid] if "the" in t}
+            assert norm in sources, (norm, cid)
+    assert seen >= 20
+    assert onto.is_anchor_term("ca ter")  # a form of the catheter anchor is an anchor term too
 
 
 def test_anchor_terms(onto):
