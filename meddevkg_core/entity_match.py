@@ -10,10 +10,8 @@ handful of sparse products instead of a Python loop over pairs.
 from __future__ import annotations
 
 import re
-from collections import defaultdict
 from dataclasses import dataclass
-from itertools import chain
-from operator import itemgetter
+from functools import cached_property
 
 import numpy as np
 import polars as pl
@@ -36,14 +34,59 @@ class MatchKey:
         return hash((self.tier, self.key))
 
 
-@dataclass(frozen=True)
+_G = ["points", "core", "tier"]
+"""A key group: keys of one tier with the same points and core flag share an incidence matrix."""
+
+_KEY_SCHEMA = {"tier": pl.String, "key": pl.String, "points": pl.Float64, "core": pl.Boolean,
+               "category": pl.String, "weight": pl.Float64}
+
+
 class DocKeys:
-    """Per document: the match keys it carries, and B-tier keys with the concepts under them."""
+    """Per document: the match keys it carries, and B-tier keys with the concepts under them.
 
-    keys: dict[str, set[MatchKey]]
-    family: dict[str, dict[str, set[str]]]
+    Held as tables (one row per distinct key, per document and key, per document, parent and
+    concept), so a corpus of 698K patents is indexed without a Python object per document or
+    key; `keys` (document -> set of MatchKey) and `family` (document -> parent -> concepts) are
+    built from them on first use, with one MatchKey object per distinct key.
+    """
 
+    def __init__(self, table: pl.DataFrame, index: pl.DataFrame, family_rows: pl.DataFrame):
+        self.table = table  # row k: tier, key, points, core, category, weight
+        self.index = index  # doc_id, k (unique pairs)
+        self.family_rows = family_rows  # doc_id, parent, concept_id (unique rows)
 
+    @cached_property
+    def objects(self) -> list[MatchKey]:
+        t = self.table
+        with gc_paused():
+            return [MatchKey(tier, key, points, f"Tier{tier}:{key}({category},w={weight})", core)
+                    for tier, key, points, core, category, weight in zip(
+                        t["tier"].to_list(), t["key"].to_list(), t["points"].to_list(), t["core"].to_list(),
+                        t["category"].to_list(), t["weight"].to_list(), strict=True)]
+
+    @cached_property
+    def keys(self) -> dict[str, set[MatchKey]]:
+        grouped = self.index.group_by("doc_id").agg("k")
+        get = self.objects.__getitem__
+        with gc_paused():
+            return {doc_id: set(map(get, ks)) for doc_id, ks in zip(grouped["doc_id"].to_list(),
+                                                                    grouped["k"].to_list(), strict=True)}
+
+    @cached_property
+    def family(self) -> dict[str, dict[str, set[str]]]:
+        grouped = self.family_rows.group_by("doc_id", "parent").agg("concept_id")
+        family: dict[str, dict[str, set[str]]] = {}
+        with gc_paused():
+            for doc_id, parent, members in zip(grouped["doc_id"].to_list(), grouped["parent"].to_list(),
+                                               grouped["concept_id"].to_list(), strict=True):
+                family.setdefault(doc_id, {})[parent] = set(members)
+        return family
+
+    @cached_property
+    def family_groups(self) -> pl.DataFrame:
+        """doc_id, parent, the number of concepts under it, and its concept when that is the only one."""
+        return (self.family_rows.group_by("doc_id", "parent")
+                .agg(pl.len().alias("n"), pl.col("concept_id").first().alias("single")))
 
 
 def doc_keys(mentions: pl.DataFrame, ontology: Ontology, cfg: CandidateConfig) -> DocKeys:
@@ -53,22 +96,10 @@ def doc_keys(mentions: pl.DataFrame, ontology: Ontology, cfg: CandidateConfig) -
 
 
 def _doc_keys(mentions: pl.DataFrame, ontology: Ontology, cfg: CandidateConfig) -> DocKeys:
-    # One MatchKey object per distinct norm and concept, shared by every document that holds it;
-    # the document -> keys grouping is done by polars, so Python touches each distinct norm once
-    # and each document once (at 698K patents: ~11M mention rows, a few million distinct norms).
+    # One row per distinct norm and concept, shared by every document that holds it; the document
+    # -> keys grouping is done by polars, and Tier-S categories column-wise for plain norms without
+    # an anchor word (most of them), so Python touches only the norms the ontology must decide.
     uniform = UNIFORM_ENTITY_POINTS.get(cfg.entity_weighting)
-    tier_s_category = _TierSCategory(ontology)
-
-    def s_key(norm: str) -> MatchKey:
-        category, weight = tier_s_category(norm)
-        is_core = weight >= 1.0  # only an anchor phrase gives a Tier-S weight of 1.0
-        return MatchKey("S", norm, uniform or cfg.tier_s_points * weight, f"TierS:{norm}({category},w={weight})",
-                        is_core)
-
-    def a_key(concept: str) -> MatchKey:
-        weight = ontology.weight(concept)
-        return MatchKey("A", concept, uniform or cfg.tier_a_points * weight,
-                        f"TierA:{concept}({ontology.category(concept)},w={weight})", False)
 
     def family_of(concept: str) -> list[str]:
         parents = set(ontology.parents(concept))
@@ -78,32 +109,63 @@ def _doc_keys(mentions: pl.DataFrame, ontology: Ontology, cfg: CandidateConfig) 
 
     m = mentions.select(pl.col("doc_id").cast(pl.String), pl.col("norm").cast(pl.String),
                         pl.col("concept_id").cast(pl.String))
-    with_norm = m.filter(pl.col("norm").is_not_null() & (pl.col("norm") != "")).select("doc_id", "norm").unique()
+    # grouped by norm (one hash pass): the distinct norms, and the documents holding each
+    by_norm = (m.filter(pl.col("norm").is_not_null() & (pl.col("norm") != ""))
+               .group_by("norm").agg(pl.col("doc_id").unique()))
     with_concept = (m.filter(pl.col("concept_id").is_not_null() & (pl.col("concept_id") != ""))
                     .select("doc_id", "concept_id").unique())
-    norms = with_norm["norm"].unique().to_list()
+    s_table = _s_keys(by_norm["norm"], ontology, cfg, uniform)
     concepts = with_concept["concept_id"].unique().to_list()
-    objects = [s_key(n) for n in norms] + [a_key(c) for c in concepts]
+    a_weights = [ontology.weight(c) for c in concepts]
+    a_table = pl.DataFrame({"tier": ["A"] * len(concepts), "key": concepts,
+                            "points": [uniform or cfg.tier_a_points * w for w in a_weights],
+                            "core": [False] * len(concepts), "category": [ontology.category(c) for c in concepts],
+                            "weight": a_weights}, schema=_KEY_SCHEMA)
+    table = pl.concat([s_table, a_table])
+    n_s = s_table.height
     index = pl.concat([
-        with_norm.join(pl.DataFrame({"norm": norms, "_k": np.arange(len(norms), dtype=np.int64)},
-                                    schema={"norm": pl.String, "_k": pl.Int64}), on="norm").select("doc_id", "_k"),
-        with_concept.join(pl.DataFrame({"concept_id": concepts,
-                                        "_k": np.arange(len(norms), len(objects), dtype=np.int64)},
-                                       schema={"concept_id": pl.String, "_k": pl.Int64}), on="concept_id")
-        .select("doc_id", "_k"),
-    ]).group_by("doc_id").agg("_k")
-    get = objects.__getitem__
-    keys = {doc_id: set(map(get, ks)) for doc_id, ks in zip(index["doc_id"].to_list(), index["_k"].to_list(),
-                                                            strict=True)}
+        by_norm.select(pl.int_range(n_s, dtype=pl.Int64).alias("k"), "doc_id").explode("doc_id", empty_as_null=True)
+        .select("doc_id", "k"),
+        with_concept.join(pl.DataFrame({"concept_id": a_table["key"],
+                                        "k": np.arange(n_s, n_s + a_table.height, dtype=np.int64)}),
+                          on="concept_id").select("doc_id", "k"),
+    ])
     parents = pl.DataFrame({"concept_id": concepts, "parent": [family_of(c) for c in concepts]},
                            schema={"concept_id": pl.String, "parent": pl.List(pl.String)}).explode("parent")
-    grouped = (with_concept.join(parents.drop_nulls("parent"), on="concept_id")
-               .group_by("doc_id", "parent").agg("concept_id"))
-    family: dict[str, dict[str, set[str]]] = {}
-    for doc_id, parent, members in zip(grouped["doc_id"].to_list(), grouped["parent"].to_list(),
-                                       grouped["concept_id"].to_list(), strict=True):
-        family.setdefault(doc_id, {})[parent] = set(members)
-    return DocKeys(keys, family)
+    family_rows = (with_concept.join(parents.drop_nulls("parent"), on="concept_id")
+                   .select("doc_id", "parent", "concept_id"))
+    return DocKeys(table, index, family_rows)
+
+
+def _s_keys(norms: pl.Series, ontology: Ontology, cfg: CandidateConfig, uniform: float | None) -> pl.DataFrame:
+    """One Tier-S key row per distinct norm: `_TierSCategory` column-wise where its shortcut applies
+    (a plain norm without any anchor word), the ontology itself for the rest."""
+    anchor_words = sorted({w for t in ontology.anchor_terms() for w in t.split()})
+    frame = pl.DataFrame({"key": norms}, schema={"key": pl.String})
+    frame = frame.with_columns(pl.col("key").str.contains(r"^[a-z0-9]+(?: [a-z0-9]+)*$").alias("_short"))
+    frame = frame.with_columns(pl.when("_short").then(
+        pl.col("key").str.split(" ").list.eval(pl.element().is_in(anchor_words)).list.any().not_()
+    ).otherwise(False).alias("_short"))
+    # a plain norm is ASCII: several words, or one word of >= _LONG_SINGLE_WORD bytes
+    frame = frame.with_columns((pl.col("key").str.contains(" ", literal=True)
+                                | (pl.col("key").str.len_bytes() >= _LONG_SINGLE_WORD)).alias("_long"))
+    rest = np.flatnonzero(~frame["_short"].to_numpy())
+
+    def row(category: str, weight: float) -> tuple:
+        return uniform or cfg.tier_s_points * weight, weight >= 1.0, category, weight  # only an anchor gives w 1.0
+
+    long_row, other_row = row("OTHER_LONG", CATEGORY_WEIGHTS["OTHER_LONG"]), row("OTHER", CATEGORY_WEIGHTS["OTHER"])
+    decided = [row(*ontology.tier_s_category(n)) for n in frame["key"].gather(rest).to_list()]
+    def pick(i: int, dtype: pl.DataType) -> pl.Expr:
+        return pl.when("_long").then(pl.lit(long_row[i], dtype)).otherwise(pl.lit(other_row[i], dtype))
+
+    out = frame.select(pl.lit("S", pl.String).alias("tier"), "key", pick(0, pl.Float64).alias("points"),
+                       pick(1, pl.Boolean).alias("core"), pick(2, pl.String).alias("category"),
+                       pick(3, pl.Float64).alias("weight"))
+    if len(rest):  # rows in input order: the ontology's answers where the shortcut does not apply
+        out = out.with_columns(out[name].scatter(rest, pl.Series([d[i] for d in decided], dtype=out.schema[name]))
+                               for i, name in enumerate(("points", "core", "category", "weight")))
+    return out.cast(_KEY_SCHEMA)
 
 
 _PLAIN = re.compile(r"[a-z0-9]+(?: [a-z0-9]+)*")
@@ -153,59 +215,78 @@ class EntityMatcher:
         self._device_keys = device_keys
         self._patent_keys = patent_keys
         self._patent_ids = patent_ids
-        groups: dict[tuple[float, bool, str], set[tuple[str, str]]] = defaultdict(set)
-        for k in _distinct_keys(device_keys, patent_keys):
-            groups[(k.points, k.core, k.tier)].add((k.tier, k.key))
-        self._groups = sorted(groups)
-        # within a group the tier is fixed, so sorting (tier, key) is sorting by key (cheaper)
-        self._vocab = {g: {tk: i for i, tk in enumerate(sorted(groups[g], key=itemgetter(1)))} for g in self._groups}
-        self._family_vocab = {p: i for i, p in enumerate(sorted(
-            {p for d in (*device_keys.family.values(), *patent_keys.family.values()) for p in d}))}
-        self._single_vocab = {pc: i for i, pc in enumerate(sorted(
-            {(p, next(iter(cs))) for d in (*device_keys.family.values(), *patent_keys.family.values())
-             for p, cs in d.items() if len(cs) == 1}))}
+        # The vocabulary of a group: its patent keys in table order, then the device keys no patent
+        # holds. (A column order changes no score: the products count shared keys.)
+        self._groups = sorted(set(device_keys.table.select(_G).unique().iter_rows())
+                              | set(patent_keys.table.select(_G).unique().iter_rows()))
+        group_ids = pl.DataFrame([(*g, i) for i, g in enumerate(self._groups)],
+                                 schema={"points": pl.Float64, "core": pl.Boolean, "tier": pl.String, "_g": pl.Int64},
+                                 orient="row")
+        p_group = patent_keys.table.select(_G).join(group_ids, on=_G, how="left", maintain_order="left")["_g"]
+        p_group = p_group.to_numpy().astype(np.int64)
+        sizes = np.bincount(p_group, minlength=len(self._groups)).astype(np.int64)
+        p_col = np.empty(len(p_group), np.int64)
+        order = np.argsort(p_group, kind="stable")
+        p_col[order] = np.arange(len(order)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        self._slots = {id(patent_keys): (p_group, p_col)}
+        if device_keys is not patent_keys:
+            dev = (device_keys.table.select(*_G, "key").with_row_index("_k")
+                   .join(group_ids, on=_G, how="left")
+                   .join(patent_keys.table.select(*_G, "key").with_columns(pl.Series("_p", p_col)),
+                         on=[*_G, "key"], how="left").sort("_k"))
+            d_group = dev["_g"].to_numpy().astype(np.int64)
+            d_col = dev["_p"].fill_null(-1).to_numpy().astype(np.int64)
+            for i in np.flatnonzero(d_col < 0).tolist():  # device keys no patent holds: new columns
+                d_col[i] = sizes[d_group[i]]
+                sizes[d_group[i]] += 1
+            self._slots[id(device_keys)] = (d_group, d_col)
+        self._sizes = sizes.tolist()
+        # (points, core, tier, key) -> column of every device key (explain_block looks them up)
+        d_group, d_col = self._slots[id(device_keys)]
+        t = device_keys.table
+        self._column = dict(zip(zip(t["points"].to_list(), t["core"].to_list(), t["tier"].to_list(),
+                                    t["key"].to_list(), strict=True), d_col.tolist(), strict=True))
+        groups = pl.concat([dk.family_groups for dk in (device_keys, patent_keys)])
+        parents = groups["parent"].unique().sort().to_list()
+        self._family_vocab = {p: i for i, p in enumerate(parents)}
+        singles = (groups.filter(pl.col("n") == 1).select("parent", "single").unique().sort("parent", "single"))
+        self._single_vocab = {pc: i for i, pc in enumerate(singles.iter_rows())}
+        self._family_cols = pl.DataFrame({"parent": parents, "_fcol": np.arange(len(parents), dtype=np.int64)},
+                                         schema={"parent": pl.String, "_fcol": pl.Int64})
+        self._single_cols = singles.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("_scol"))
         # Stored transposed (keys x patents, CSR): a block product then needs no per-block
         # conversion of the whole patent matrix, and a key's patents are one sorted row.
-        self._patent_mats_t = {g: m.T.tocsr() for g, m in self._matrices(patent_ids, patent_keys).items()}
+        self._patent_mats_t = self._matrices(patent_ids, patent_keys, transposed=True)
         for m in self._patent_mats_t.values():
             m.sort_indices()
 
-    def _matrices(self, ids: list[str], dk: DocKeys) -> dict[object, sparse.csr_matrix]:
-        """One incidence matrix (documents x vocabulary) per key group, plus "family" and "single"."""
+    def _matrices(self, ids: list[str], dk: DocKeys, transposed: bool = False) -> dict[object, sparse.csr_matrix]:
+        """One incidence matrix (documents x vocabulary) per key group, plus "family" and "single";
+        vocabulary x documents when `transposed`."""
         names: list[object] = [*self._groups, "family", "single"]
-        sizes = [*(len(self._vocab[g]) for g in self._groups), len(self._family_vocab), len(self._single_vocab)]
-        group_of = {g: i for i, g in enumerate(names)}
+        sizes = [*self._sizes, len(self._family_vocab), len(self._single_vocab)]
         n = len(ids)
-        # S/A keys: flattened with C-level iteration; (group, column) computed once per key object
-        key_sets = [dk.keys.get(doc_id, ()) for doc_id in ids]
-        flat = list(chain.from_iterable(key_sets))
-        distinct = {id(k): k for k in flat}
-        position = {key_id: i for i, key_id in enumerate(distinct)}
-        slots = np.array([(group_of[g], self._vocab[g][(k.tier, k.key)])
-                          for k in distinct.values() for g in [(k.points, k.core, k.tier)]],
-                         dtype=np.int64).reshape(-1, 2)
-        which = np.fromiter(map(position.__getitem__, map(id, flat)), np.int64, len(flat))
-        key_rows = np.repeat(np.arange(n, dtype=np.int64), np.fromiter(map(len, key_sets), np.int64, n))
-        groups, cols = slots[which, 0], slots[which, 1]
+        rows_of = pl.DataFrame({"doc_id": pl.Series(ids, dtype=pl.String), "_row": np.arange(n, dtype=np.int64)})
+        # S/A keys: (document row, key) by a join, (group, column) of each key precomputed
+        keyed = dk.index.join(rows_of, on="doc_id")
+        slot_g, slot_c = self._slots[id(dk)]
+        k = keyed["k"].to_numpy()
+        key_rows, groups, cols = keyed["_row"].to_numpy(), slot_g[k], slot_c[k]
         # B families: every (document, parent), and the single-concept ones again under "single"
-        fams = [dk.family.get(doc_id, {}) for doc_id in ids]
-        fam_rows = np.repeat(np.arange(n, dtype=np.int64), np.fromiter(map(len, fams), np.int64, n))
-        fam_cols = np.fromiter(map(self._family_vocab.__getitem__, chain.from_iterable(fams)), np.int64,
-                               len(fam_rows))
-        singles = [(r, self._single_vocab[(parent, next(iter(cs)))])
-                   for r, fam in enumerate(fams) for parent, cs in fam.items() if len(cs) == 1]
-        single = np.array(singles, dtype=np.int64).reshape(-1, 2)
-        rows = np.concatenate([key_rows, fam_rows, single[:, 0]])
-        groups = np.concatenate([groups, np.full(len(fam_rows), group_of["family"]),
-                                 np.full(len(single), group_of["single"])]).astype(np.int64)
-        cols = np.concatenate([cols, fam_cols, single[:, 1]])
+        fams = dk.family_groups.join(rows_of, on="doc_id").join(self._family_cols, on="parent")
+        single = fams.filter(pl.col("n") == 1).join(self._single_cols, on=["parent", "single"])
+        rows = np.concatenate([key_rows, fams["_row"].to_numpy(), single["_row"].to_numpy()])
+        groups = np.concatenate([groups, np.full(fams.height, len(self._groups)),
+                                 np.full(single.height, len(self._groups) + 1)]).astype(np.int64)
+        cols = np.concatenate([cols, fams["_fcol"].to_numpy(), single["_scol"].to_numpy()])
         order = np.argsort(groups, kind="stable")
         bounds = np.searchsorted(groups[order], np.arange(len(names) + 1))
         out = {}
         for i, name in enumerate(names):
             take = order[bounds[i]:bounds[i + 1]]
-            out[name] = sparse.csr_matrix((np.ones(len(take), np.float32), (rows[take], cols[take])),
-                                          shape=(n, sizes[i]))
+            r, c = (cols[take], rows[take]) if transposed else (rows[take], cols[take])
+            shape = (sizes[i], n) if transposed else (n, sizes[i])
+            out[name] = sparse.csr_matrix((np.ones(len(take), np.float32), (r, c)), shape=shape)
         return out
 
     def score_block(self, device_ids: list[str]) -> EntityScores:
@@ -284,7 +365,7 @@ class EntityMatcher:
             mine = sorted(self._device_keys.keys.get(fda_id, ()), key=lambda k: (-k.points, k.tier, k.key))
             for k in mine:
                 g = (k.points, k.core, k.tier)
-                column = self._vocab.get(g, {}).get((k.tier, k.key)) if g in self._patent_mats_t else None
+                column = self._column.get((k.points, k.core, k.tier, k.key))
                 if column is None:
                     continue
                 hit = _positions(targets, self._patents_with(g, column))
@@ -337,12 +418,6 @@ class EntityMatcher:
             shared = shared.scatter(joined["pos"].to_numpy(), joined["term"])
         return (tiers.gather(code).alias("entity_tier"), details.gather(code).alias("entity_detail"),
                 shared.alias("shared_terms"))
-
-
-def _distinct_keys(*docs: DocKeys) -> list[MatchKey]:
-    """Every distinct key of the documents (by object first: doc_keys shares one object per key)."""
-    by_id = {id(k): k for dk in docs for keys in dk.keys.values() for k in keys}
-    return list(set(by_id.values()))
 
 
 def _positions(targets: np.ndarray, members: np.ndarray) -> np.ndarray:

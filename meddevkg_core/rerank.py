@@ -221,7 +221,66 @@ def fit_fold_models(features: pl.DataFrame, gold: pl.DataFrame, cfg: RerankConfi
 
 
 def apply_fold_models(features: pl.DataFrame, models: FoldModels) -> pl.DataFrame:
-    """Probabilities for every candidate, out-of-fold for gold devices (see FoldModels)."""
+    """Probabilities for every candidate, out-of-fold for gold devices (see FoldModels).
+
+    The result is `features` with three columns added, sorted by pair. Each model predicts from
+    the feature columns of its rows only, and the pool is not copied (a Stage-2 pool is already
+    sorted by pair); with folds that share a device, or repeated pairs, the rows are assembled per
+    model as before.
+    """
+    fold_sets = [set(devices) for devices, _ in models.folds]
+    if sum(map(len, fold_sets)) != len(set().union(*fold_sets)) or not _unique_pairs(features):
+        return _apply_fold_models_by_parts(features, models)
+    n = features.height
+    prob = np.zeros(n, np.float32)
+    threshold = np.full(n, models.full.threshold, np.float32)
+    out_of_fold = np.zeros(n, bool)
+    fda_id = features["fda_id"]
+    for devices, model in models.folds:
+        rows = np.flatnonzero(fda_id.is_in(list(devices)).to_numpy())
+        prob[rows] = _predict(model, features, rows)
+        threshold[rows] = model.threshold
+        out_of_fold[rows] = True
+    rest = np.flatnonzero(~out_of_fold)
+    prob[rest] = _predict(models.full, features, rest)
+    out = features.with_columns(pl.Series("probability", prob, pl.Float32),
+                                pl.Series("threshold", threshold, pl.Float32),
+                                pl.Series("out_of_fold", out_of_fold, pl.Boolean))
+    return out if _sorted_by_pair(features) else out.sort("fda_id", "pat_id")
+
+
+PREDICT_ROWS = 1 << 20
+"""Rows per prediction call: the feature matrix of 16M pool rows would take GBs; each row's
+probability depends on that row only, so the chunking changes no value."""
+
+
+def _predict(model: RerankerModel, features: pl.DataFrame, rows: np.ndarray) -> np.ndarray:
+    out = np.empty(len(rows), np.float32)
+    columns = features.select(model.features)
+    for start in range(0, len(rows), PREDICT_ROWS):
+        part = rows[start:start + PREDICT_ROWS]
+        out[start:start + len(part)] = model.predict(columns[part])
+    return out
+
+
+def _unique_pairs(features: pl.DataFrame) -> bool:
+    """No null id and no pair twice (then sorting by pair gives one order, whatever the input order)."""
+    if features["fda_id"].null_count() or features["pat_id"].null_count():
+        return False
+    if _sorted_by_pair(features):
+        return True
+    return bool(features.select(pl.struct("fda_id", "pat_id").is_unique().all()).item())
+
+
+def _sorted_by_pair(features: pl.DataFrame) -> bool:
+    """Strictly increasing (fda_id, pat_id) from row to row."""
+    f, p = pl.col("fda_id"), pl.col("pat_id")
+    nf, np_ = f.shift(-1), p.shift(-1)
+    ok = ((f < nf) | ((f == nf) & (p < np_))).fill_null(True)
+    return bool(features.select(f, p).select(ok.all()).item())
+
+
+def _apply_fold_models_by_parts(features: pl.DataFrame, models: FoldModels) -> pl.DataFrame:
     parts = []
     for devices, model in models.folds:
         part = features.filter(pl.col("fda_id").is_in(devices))
@@ -266,7 +325,95 @@ def evidence(row: dict) -> str:
     return "; ".join(parts)
 
 
-def links_frame(decided: pl.DataFrame) -> pl.DataFrame:
-    rows = decided.to_dicts()
-    out = decided.with_columns(pl.Series("evidence", [evidence(r) for r in rows], pl.String))
-    return schemas.conform(out, schemas.LINKS)
+def links_frame(decided: pl.DataFrame, chunk_rows: int = 1 << 20) -> pl.DataFrame:
+    """The decided pool as LINKS, with `evidence(row)` for every row, built column-wise.
+
+    The strings are exactly those of `evidence` (floats are formatted from the exact binary
+    value, half to even, as Python's format does), in slices of `chunk_rows` rows so the
+    intermediates stay small; no Python object is made per row (16M pool rows at full scale).
+    """
+    missing = [c for c in ("score_total", "admitted_by", "score_vector", "sim", "probability")
+               if c not in decided.columns]
+    if missing:
+        raise KeyError(missing[0])
+    pieces = [_evidence(decided.slice(start, chunk_rows)) for start in range(0, decided.height, chunk_rows)]
+    text = (pl.concat(pieces, rechunk=False) if pieces else pl.Series([], dtype=pl.String)).alias("evidence")
+    return schemas.conform(decided.with_columns(text), schemas.LINKS)
+
+
+def _evidence(df: pl.DataFrame) -> pl.Series:
+    """`evidence(row)` for every row of df, as one String series."""
+    parts = [_fixed(df["score_total"], 0, prefix="S="), pl.lit("admitted=") + _plain(df["admitted_by"]),
+             pl.concat_str(pl.lit("vec="), _plain(df["score_vector"]), _fixed(df["sim"], 3, prefix="("),
+                           pl.lit(")")),
+             _optional(df, "company_path", "company="), _optional(df, "entity_detail", "entity="),
+             _optional(df, "shared_terms", "shared=")]
+    if "ai_score" in df.columns:
+        parts.append(_fixed(df["ai_score"], 3, nullable=True, prefix="ce="))
+    parts.append(_fixed(df["probability"], 3, prefix="p="))
+    return pl.select(pl.concat_str(parts, separator="; ", ignore_nulls=True).alias("evidence")).to_series()
+
+
+def _plain(s: pl.Series) -> pl.Series:
+    """f"{value}" per value (None -> "None")."""
+    if s.dtype in (pl.String, pl.Categorical, pl.Null) or isinstance(s.dtype, pl.Enum) or s.dtype.is_integer():
+        return s.cast(pl.String).fill_null("None")
+    return pl.Series(s.name, [f"{v}" for v in s.to_list()], pl.String)
+
+
+def _optional(df: pl.DataFrame, column: str, prefix: str) -> pl.Series | pl.Expr:
+    """prefix + value where the value is truthy (a non-empty string), else null (the part is left out)."""
+    if column not in df.columns:
+        return pl.lit(None, pl.String)
+    s = df[column]
+    if s.dtype in (pl.String, pl.Categorical, pl.Null) or isinstance(s.dtype, pl.Enum):
+        text = s.cast(pl.String)
+        return pl.select(pl.when(text.is_not_null() & (text != "")).then(pl.lit(prefix) + text)
+                         .otherwise(pl.lit(None, pl.String))).to_series()
+    return pl.Series(column, [f"{prefix}{v}" if v else None for v in s.to_list()], pl.String)
+
+
+_FIXED_MAX = 2.0**52
+"""Below this, a float32 value times 10**decimals (decimals <= 6) is exact in float64 and an exact int64."""
+_FIXED_TABLE = 1 << 22
+"""Rounded values are formatted once per distinct value; by a direct table up to this many codes."""
+
+
+def _fixed(s: pl.Series, decimals: int, nullable: bool = False, prefix: str = "") -> pl.Series:
+    """f"{value:.{decimals}f}" per value. Float32 (the pipeline's dtype) column-wise: the scaled value
+    is exact in float64, so rint (half to even) rounds it as Python's correctly rounded format does,
+    and each distinct rounded value (with its sign) is formatted once. Other dtypes, non-finite and
+    huge values go through Python's format itself. `prefix` is put before every non-null value."""
+    nulls = s.null_count()
+    if nulls and not nullable:
+        raise TypeError(f"unsupported format string passed to NoneType.__format__ ({s.name} is null)")
+    if nulls == s.len():
+        return pl.Series(s.name, [None] * s.len(), pl.String)
+    if s.dtype != pl.Float32 or decimals > 6:
+        return pl.Series(s.name, [None if v is None else f"{prefix}{v:.{decimals}f}" for v in s.to_list()],
+                         pl.String)
+    x = s.to_numpy().astype(np.float64)  # nulls -> nan, restored below
+    scale = 10**decimals
+    scaled = x * scale
+    odd = ~np.isfinite(scaled) | (np.abs(scaled) >= _FIXED_MAX)
+    # code = 2 |round(x * scale)| + sign bit (Python writes "-0.000" for small negatives)
+    code = (np.abs(np.rint(np.where(odd, 0.0, scaled))).astype(np.int64) << 1) | np.signbit(x)
+    if len(code) and int(code.max()) < _FIXED_TABLE:
+        distinct = np.flatnonzero(np.bincount(code))
+        inverse = code
+    else:
+        distinct, inverse = np.unique(code, return_inverse=True)
+    table = [None] * (int(distinct[-1]) + 1 if inverse is code else len(distinct))
+    for i, c in enumerate(distinct.tolist()):
+        n = c >> 1
+        text = f"{n // scale}.{n % scale:0{decimals}d}" if decimals else str(n)
+        table[c if inverse is code else i] = prefix + ("-" + text if c & 1 else text)
+    out = pl.Series(s.name, table, pl.String).gather(inverse)
+    if nulls:
+        odd &= ~s.is_null().to_numpy()
+    if odd.any():
+        at = np.flatnonzero(odd)
+        out = out.scatter(at, pl.Series([f"{prefix}{v:.{decimals}f}" for v in x[at].tolist()], dtype=pl.String))
+    if nulls:
+        out = pl.select(pl.when(s.is_null()).then(pl.lit(None, pl.String)).otherwise(out)).to_series()
+    return out.alias(s.name)

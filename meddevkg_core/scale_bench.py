@@ -452,12 +452,15 @@ def synthetic_gold(pool: pl.DataFrame, n_devices: int = 54, per_device: int = 8,
 
 
 def pool_digest(pool: pl.DataFrame) -> str:
-    """A content hash of a pool (sorted by pair), so two runs can be compared by one string."""
-    frame = pool.sort("fda_id", "pat_id")
+    """A content hash of a pool (sorted by pair), so two runs can be compared by one string.
+
+    Column by column through the sort permutation, so the sorted pool is never held whole.
+    """
+    order = pool.select(pl.arg_sort_by("fda_id", "pat_id")).to_series()
     h = hashlib.sha256()
-    for col in frame.columns:
+    for col in pool.columns:
         h.update(col.encode())
-        h.update(frame[col].hash(seed=0).to_numpy().tobytes())
+        h.update(pool[col].gather(order).hash(seed=0).to_numpy().tobytes())
     return h.hexdigest()[:16]
 
 
@@ -466,15 +469,16 @@ def pool_digest(pool: pl.DataFrame) -> str:
 
 def run_scale_bench(n_patents: int = PAPER_PATENTS, n_devices: int = PAPER_DEVICES, seed: int = 0, *,
                     runs: int = 1, block_size: int | None = None, lexical: bool = True,
-                    config: PipelineConfig | None = None, links_rows: int = 300_000,
+                    config: PipelineConfig | None = None, links_rows: int | None = None,
                     progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Generate the synthetic corpus once, then time Stage 2 and Stage 3 `runs` times (medians).
 
     Stage 2 = building the entity index (`stage2_index`) and `generate_candidates` over every
     device (`stage2`); Stage 3 = `feature_frame` + `apply_fold_models` + `decide` on the whole
     pool (`stage3`). The reranker is trained once on synthetic gold (`stage3_train`, not in
-    stage 3). `links_frame` (Python evidence strings per link) is timed on at most `links_rows`
-    pool rows and scaled linearly to the pool when the pool is larger (labelled as such).
+    stage 3). `links_frame` (the LINKS table with an evidence string per pool row) is timed on the
+    whole pool (`stage3_links_frame`), or on `links_rows` sampled rows scaled linearly to the pool
+    (labelled as such) when `links_rows` is given and smaller.
     """
     say = progress or (lambda _: None)
     config = config or PipelineConfig()
@@ -495,6 +499,7 @@ def run_scale_bench(n_patents: int = PAPER_PATENTS, n_devices: int = PAPER_DEVIC
         m = StageMeter(say)
         inputs = m("stage2_index", stage2_inputs, corpus, config, onto)
         pool = m("stage2", generate_candidates, inputs, cfg)
+        del inputs  # the entity index is not needed by Stage 3
         if models is None:
             gold = synthetic_gold(pool, seed=seed)
             models = m("stage3_train", fit_fold_models, feature_frame(pool.filter(
@@ -503,9 +508,9 @@ def run_scale_bench(n_patents: int = PAPER_PATENTS, n_devices: int = PAPER_DEVIC
             result["stage3_train_peak_rss_mb"] = m.peak_mb["stage3_train"]
             result["gold_links"] = gold.height
         decided = m("stage3", _stage3, pool, models, config)
-        sample = decided if decided.height <= links_rows else decided.sample(links_rows, seed=seed)
+        sample = decided if links_rows is None or decided.height <= links_rows else decided.sample(links_rows,
+                                                                                                   seed=seed)
         m("stage3_links_frame", links_frame, sample)
-        del inputs
         row = {f"{k}_s": v for k, v in m.seconds.items() if k != "stage3_train"}
         row |= {f"{k}_peak_rss_mb": v for k, v in m.peak_mb.items() if k != "stage3_train"}
         row |= {f"{k}_start_rss_mb": v for k, v in m.start_mb.items() if k != "stage3_train"}

@@ -2,11 +2,19 @@ import numpy as np
 import polars as pl
 import pytest
 
-from meddevkg_core import schemas
+from meddevkg_core import rerank, schemas
 from meddevkg_core.config import RerankConfig
 from meddevkg_core.rerank import (
-    FEATURES, FoldModels, apply_fold_models, decide, feature_frame, fit_fold_models, label_pairs, links_frame,
-    recall_threshold, training_sample,
+    FEATURES,
+    FoldModels,
+    apply_fold_models,
+    decide,
+    feature_frame,
+    fit_fold_models,
+    label_pairs,
+    links_frame,
+    recall_threshold,
+    training_sample,
 )
 
 CFG = RerankConfig(n_estimators=20, folds=4)
@@ -118,3 +126,97 @@ def test_training_needs_positives_and_negatives():
     pool, gold = synthetic_pool(3, 5)
     with pytest.raises(ValueError, match="no gold positives and negatives"):
         fit_fold_models(feature_frame(pool, None), gold.head(0), CFG)
+
+
+# --------------------------------------------------------------------------- links_frame and apply_fold_models
+# The implementations before the column-wise rewrite, kept as oracles.
+
+
+def _evidence_before(row: dict) -> str:
+    parts = [f"S={row['score_total']:.0f}", f"admitted={row['admitted_by']}",
+             f"vec={row['score_vector']}({row['sim']:.3f})"]
+    if row.get("company_path"):
+        parts.append(f"company={row['company_path']}")
+    if row.get("entity_detail"):
+        parts.append(f"entity={row['entity_detail']}")
+    if row.get("shared_terms"):
+        parts.append(f"shared={row['shared_terms']}")
+    if row.get("ai_score") is not None:
+        parts.append(f"ce={row['ai_score']:.3f}")
+    parts.append(f"p={row['probability']:.3f}")
+    return "; ".join(parts)
+
+
+def _links_frame_before(decided: pl.DataFrame) -> pl.DataFrame:
+    rows = decided.to_dicts()
+    out = decided.with_columns(pl.Series("evidence", [_evidence_before(r) for r in rows], pl.String))
+    return schemas.conform(out, schemas.LINKS)
+
+
+def _apply_fold_models_before(features: pl.DataFrame, models: FoldModels) -> pl.DataFrame:
+    parts = []
+    for devices, model in models.folds:
+        part = features.filter(pl.col("fda_id").is_in(devices))
+        parts.append(part.with_columns(pl.Series("probability", model.predict(part), pl.Float32),
+                                       pl.lit(model.threshold, pl.Float32).alias("threshold"),
+                                       pl.lit(True).alias("out_of_fold")))
+    held_out = [d for devices, _ in models.folds for d in devices]
+    rest = features.filter(~pl.col("fda_id").is_in(held_out))
+    parts.append(rest.with_columns(pl.Series("probability", models.full.predict(rest), pl.Float32),
+                                   pl.lit(models.full.threshold, pl.Float32).alias("threshold"),
+                                   pl.lit(False).alias("out_of_fold")))
+    return pl.concat(parts, how="vertical_relaxed").sort("fda_id", "pat_id")
+
+
+@pytest.fixture(scope="module")
+def bench_stage3():
+    """A realistic small Stage-2 pool (the scale benchmark's synthetic corpus), fold models and decisions."""
+    from meddevkg_core import scale_bench
+    from meddevkg_core.config import PipelineConfig
+
+    corpus = scale_bench.synthetic_corpus(3_000, 20, seed=0)
+    cfg = PipelineConfig()
+    pool = scale_bench.generate_candidates(scale_bench.stage2_inputs(corpus, cfg), cfg.candidates)
+    gold = scale_bench.synthetic_gold(pool, n_devices=8, seed=0)
+    features = feature_frame(pool, None)
+    models = fit_fold_models(features.filter(pl.col("fda_id").is_in(gold["fda_id"].unique().implode())), gold,
+                             RerankConfig(n_estimators=20, folds=4))
+    return features, models, decide(apply_fold_models(features, models), RerankConfig())
+
+
+def test_apply_fold_models_identical_to_before(bench_stage3, monkeypatch):
+    features, models, _ = bench_stage3
+    assert features.height > 1_000
+    expected = _apply_fold_models_before(features, models)
+    assert apply_fold_models(features, models).equals(expected)
+    with monkeypatch.context() as m:
+        m.setattr(rerank, "PREDICT_ROWS", 97)  # predictions in chunks of rows
+        assert apply_fold_models(features, models).equals(expected)
+    shuffled = features.sample(fraction=1.0, shuffle=True, seed=1)  # not sorted by pair: sorted at the end
+    assert apply_fold_models(shuffled, models).equals(expected)
+    twice = pl.concat([features.head(50), features])  # repeated pairs: assembled per model as before
+    assert apply_fold_models(twice, models).equals(_apply_fold_models_before(twice, models))
+    devices, model = models.folds[0]
+    overlapping = FoldModels(models.full, (*models.folds, (devices[:1], model)))  # a device in two folds
+    assert apply_fold_models(features, overlapping).equals(_apply_fold_models_before(features, overlapping))
+
+
+def test_links_frame_identical_to_before(bench_stage3):
+    _, _, decided = bench_stage3
+    assert decided["company_path"].null_count() < decided.height and (decided["shared_terms"] != "").any()
+    assert links_frame(decided).equals(_links_frame_before(decided))
+    assert links_frame(decided, chunk_rows=333).equals(_links_frame_before(decided))
+    # cross-encoder scores (some missing), and values at the rounding edges of the formats
+    rng = np.random.default_rng(0)
+    edges = np.array([0.0005, 0.0015, 0.0025, -0.0005, -0.0, 0.0, 2.5, 3.5, -2.5, 0.125, 0.9995, 1e-8, -1e-8,
+                      123.4565, 1e20, -1e30, np.inf, -np.inf, np.nan], np.float32)
+    n = decided.height
+    values = np.concatenate([edges, rng.normal(0, 1, n - len(edges)).astype(np.float32)])
+    odd = decided.with_columns(
+        pl.Series("ai_score", np.where(rng.random(n) < 0.3, np.nan, values[::-1]), pl.Float32).fill_nan(None),
+        pl.Series("sim", values, pl.Float32), pl.Series("score_total", values * 80, pl.Float32),
+        pl.Series("probability", np.roll(values, 7), pl.Float32),
+        pl.Series("company_path", rng.choice(["", "A <- B"], n)).replace("", None).alias("company_path"))
+    for frame in (odd, odd.with_columns(pl.col("ai_score").cast(pl.Float64)), odd.drop("ai_score", "shared_terms"),
+                  odd.with_columns(pl.col("admitted_by").cast(pl.Categorical))):
+        assert links_frame(frame, chunk_rows=1_000).equals(_links_frame_before(frame))

@@ -164,3 +164,21 @@ def test_moments_match_float64(corpus: scale_bench.SyntheticCorpus) -> None:
     mean, std = candidates._moments(corpus.patent_vectors, corpus.device_vectors, chunk=1_000)
     np.testing.assert_allclose(mean, exact.mean(axis=1), atol=1e-6)
     np.testing.assert_allclose(std, exact.std(axis=1), atol=1e-6)
+
+
+def test_one_doc_keys_for_both_sides_scores_as_before() -> None:
+    """pair_cv indexes devices and patents in one DocKeys and passes it twice."""
+    small = scale_bench.synthetic_corpus(400, 12, seed=5, lexical=False)
+    both = pl.concat([small.device_mentions, small.patent_mentions])
+    cfg = CandidateConfig()
+    new = EntityMatcher(*[doc_keys(both, ONTO, cfg)] * 2, small.patent_ids, cfg)
+    old = before.EntityMatcher(*[before.doc_keys(both, ONTO, cfg)] * 2, small.patent_ids, cfg)
+    a, b = old.score_block(small.device_ids), new.score_block(small.device_ids)
+    for field in ("score", "core", "tier_s", "matches"):
+        np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+    assert a.score.max() > 0
+    rows, cols = np.nonzero(a.score > 0)
+    tier, detail, shared = new.explain_block(small.device_ids, rows, cols)
+    for i, (r, c) in enumerate(zip(rows.tolist(), cols.tolist(), strict=True)):
+        assert (tier[i], detail[i]) == old.explain(small.device_ids[r], small.patent_ids[c])
+        assert shared[i] == "|".join(old.shared_terms(small.device_ids[r], small.patent_ids[c]))
