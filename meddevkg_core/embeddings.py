@@ -16,13 +16,16 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 import polars as pl
 
 from meddevkg_core import schemas
 from meddevkg_core.progress import Progress, no_progress
+
+if TYPE_CHECKING:
+    from meddevkg_core.onnx_encoder import OnnxSentenceEncoder
 
 log = logging.getLogger(__name__)
 
@@ -154,6 +157,13 @@ def quantize_dynamic_int8(model: Any) -> Any:
         return quantize_dynamic(model, {torch.nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8)
 
 
+BACKENDS = ("torch-fp32", "torch-int8", "onnx-fp32", "onnx-int8")
+"""CPU/GPU paths of one model. "torch-fp32" is the default and the reference; the others are CPU only
+and give vectors close to, not equal to, fp32 ones, so each caches under its own model-id suffix
+(INT8_SUFFIX for "torch-int8", onnx_encoder.ONNX_SUFFIX for the ONNX Runtime paths)."""
+DEFAULT_BACKEND = "torch-fp32"
+
+
 def load_sentence_encoder(
     model_path: str | None = None,
     device: str = "auto",
@@ -161,22 +171,33 @@ def load_sentence_encoder(
     *,
     model_id: str | None = None,
     quantize: bool = False,
-) -> SentenceTransformerEncoder:
+    backend: str | None = None,
+    onnx_cache_dir: str | Path | None = None,
+    threads: int | None = None,
+) -> SentenceTransformerEncoder | OnnxSentenceEncoder:
     """Load a local sentence-transformers model (default: the packaged all-MiniLM-L6-v2), offline.
 
     `model_id` defaults to "all-MiniLM-L6-v2" for the packaged model and to the directory name
     otherwise; it keys the cache, so give two different models two different ids.
 
-    `quantize=True` runs the same weights with int8 dynamic quantisation of the Linear layers
-    (`quantize_dynamic_int8`): faster on CPU, vectors close to but not equal to fp32 ones, so
-    the model id gets INT8_SUFFIX. CPU only: device "auto" then means "cpu", "cuda" is refused.
+    `backend` picks the computation (BACKENDS; default "torch-fp32"):
+    - "torch-int8" (also `quantize=True`) runs the same weights with int8 dynamic quantisation of
+      the Linear layers (`quantize_dynamic_int8`); the model id gets INT8_SUFFIX.
+    - "onnx-fp32" / "onnx-int8" export the model to ONNX once (cached under `onnx_cache_dir`,
+      default onnx_encoder.default_onnx_cache_dir()) and run it with ONNX Runtime on `threads`
+      intra-op threads (default: the cores available); see meddevkg_core.onnx_encoder.
+    The non-default backends are CPU only: device "auto" then means "cpu", "cuda" is refused.
     """
     force_offline()
-    from sentence_transformers import SentenceTransformer
-
-    if quantize:
+    if backend is None:
+        backend = "torch-int8" if quantize else DEFAULT_BACKEND
+    elif quantize and backend != "torch-int8":
+        raise ValueError(f"quantize=True means backend 'torch-int8', not {backend!r}")
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown embedding backend {backend!r}; known: {BACKENDS}")
+    if backend != DEFAULT_BACKEND:
         if device == "cuda":
-            raise ValueError("int8 dynamic quantisation runs on CPU only; use device='cpu' or quantize=False")
+            raise ValueError(f"backend {backend!r} runs on CPU only; use device='cpu' or backend='torch-fp32'")
         device = "cpu"
 
     if model_path is None:
@@ -189,12 +210,24 @@ def load_sentence_encoder(
         default_id = path.name
     if not path.is_dir():
         raise FileNotFoundError(f"embedding model directory not found: {path} (only local models can be loaded)")
+    key = model_id or default_id
+    if backend.startswith("onnx-"):
+        from meddevkg_core.onnx_encoder import load_onnx_encoder
+
+        return load_onnx_encoder(path, backend, key, batch_size=batch_size, cache_dir=onnx_cache_dir,
+                                 threads=threads)
+
+    from sentence_transformers import SentenceTransformer
+
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
     model = SentenceTransformer(str(path), device=resolve_device(device), local_files_only=True)
     dimension = model.get_embedding_dimension()
     if dimension is None:
         raise ValueError(f"cannot determine the embedding dimension of {path}")
-    key = model_id or default_id
-    if quantize:
+    if backend == "torch-int8":
         model = quantize_dynamic_int8(model.eval())
         key = key if key.endswith(INT8_SUFFIX) else key + INT8_SUFFIX
     return SentenceTransformerEncoder(model=model, model_id=key, dimension=int(dimension), batch_size=batch_size)

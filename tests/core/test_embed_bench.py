@@ -86,32 +86,176 @@ def test_int8_is_cpu_only(tiny_sentence_model: Path) -> None:
         load_sentence_encoder(str(tiny_sentence_model), device="cuda", quantize=True)
 
 
-def test_embed_bench_reports_speed_and_agreement(tiny_sentence_model: Path) -> None:
+def test_embed_bench_reports_speed_and_agreement(tiny_sentence_model: Path, tmp_path: Path) -> None:
     texts = TEXTS * 3
-    result = run_embed_bench(texts, model_path=str(tiny_sentence_model), runs=2, batch_size=4, warmup_texts=4)
-    assert set(result["paths"]) == {"fp32", "int8"}
+    result = run_embed_bench(texts, model_path=str(tiny_sentence_model), runs=3, batch_size=4, warmup_texts=4,
+                             onnx_cache_dir=tmp_path / "onnx")
+    assert set(result["paths"]) == {"fp32", "int8", "onnx-fp32", "onnx-int8"}
     for path in result["paths"].values():
-        assert path["texts_per_s"] > 0 and len(path["seconds"]) == 2 and path["median_s"] > 0
-    agreement = result["int8_vs_fp32"]
-    assert {"cosine_mean", "cosine_min", "cosine_p01", "neighbour_overlap_at_10", "speedup"} <= set(agreement)
-    assert 0.9 < agreement["cosine_min"] <= agreement["cosine_mean"] <= 1.0 + 1e-6
+        assert path["texts_per_second"] > 0 and len(path["seconds"]) == 3 and path["median_s"] > 0
+        assert path["texts_per_second"] == pytest.approx(len(texts) / path["median_s"], rel=0.01)
+        assert path["speedup"] > 0 and path["texts_per_cpu_second"] > 0
+    assert result["paths"]["fp32"]["speedup"] == 1.0 and "vs_fp32" not in result["paths"]["fp32"]
+    assert result["paths"]["onnx-int8"]["onnx_built_now"] and result["paths"]["onnx-fp32"]["onnx_built_now"]
+    for name in ("int8", "onnx-fp32", "onnx-int8"):
+        agreement = result["paths"][name]["vs_fp32"]
+        assert {"cosine_mean", "cosine_min", "cosine_p01", "neighbour_overlap_at_10", "speedup"} <= set(agreement)
+        assert 0.9 < agreement["cosine_min"] <= agreement["cosine_p01"] <= agreement["cosine_mean"] <= 1.0 + 1e-6
+        assert isinstance(result["paths"][name]["meets_goal"], bool)
+    assert result["paths"]["onnx-fp32"]["vs_fp32"]["cosine_min"] > 0.99999  # the same network
+    assert result["paths"]["onnx-int8"]["vs_fp32"]["cosine_min"] > 0.99
+    assert result["int8_vs_fp32"] == result["paths"]["int8"]["vs_fp32"]
     assert result["n_texts"] == len(texts) and isinstance(result["onnxruntime_available"], bool)
-    assert "texts/s" in format_embed_report(result)
-    only = run_embed_bench(texts[:4], paths=("int8",), model_path=str(tiny_sentence_model), runs=1, warmup_texts=2)
-    assert set(only["paths"]) == {"int8"} and "int8_vs_fp32" not in only
+    report = format_embed_report(result)
+    assert "texts/s" in report and all(name in report for name in result["paths"])
+    again = run_embed_bench(texts[:4], paths=("onnx-int8",), model_path=str(tiny_sentence_model), runs=1,
+                            warmup_texts=2, onnx_cache_dir=tmp_path / "onnx")
+    assert set(again["paths"]) == {"onnx-int8"} and "int8_vs_fp32" not in again
+    assert not again["paths"]["onnx-int8"]["onnx_built_now"]  # the first run's export is reused
     with pytest.raises(ValueError, match="unknown"):
         run_embed_bench(texts, paths=("fp16",), model_path=str(tiny_sentence_model))
 
 
 @pytest.mark.real_model  # loads the packaged all-MiniLM-L6-v2 twice (~5-10 s on CPU)
-def test_packaged_minilm_int8_agrees_on_benchmark_abstracts(benchmark_dir: Path, capsys) -> None:
+def test_packaged_minilm_int8_agrees_on_benchmark_abstracts(benchmark_dir: Path, capsys, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     import json
 
+    from meddevkg_core.onnx_encoder import ONNX_SUFFIX
     from meddevkg_dagster.cli import main
 
+    monkeypatch.setenv("MEDDEVKG_ONNX_CACHE", str(tmp_path / "onnx"))  # exports the real model (~20 s)
     assert main(["bench-embed", "--corpus", str(benchmark_dir), "--texts", "24", "--runs", "1"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[0].startswith("Embedding benchmark: 24 texts")  # the summary, then one JSON line last
     result = json.loads(lines[-1])
     assert result["paths"]["int8"]["model_id"] == "all-MiniLM-L6-v2" + INT8_SUFFIX
     assert result["int8_vs_fp32"]["cosine_mean"] > 0.95
+    assert result["paths"]["onnx-int8"]["model_id"] == "all-MiniLM-L6-v2" + ONNX_SUFFIX["onnx-int8"]
+    assert result["paths"]["onnx-fp32"]["vs_fp32"]["cosine_min"] > 0.9999
+    assert result["paths"]["onnx-int8"]["vs_fp32"]["cosine_mean"] > 0.99
+    assert result["paths"]["onnx-int8"]["vs_fp32"]["cosine_min"] > 0.98
+
+
+# --- ONNX Runtime paths -------------------------------------------------------------------------
+
+
+def _built_dirs(cache: Path) -> list[Path]:
+    return sorted(p for p in cache.iterdir() if not p.name.startswith(".")) if cache.is_dir() else []
+
+
+def test_onnx_paths_agree_with_torch_fp32(tiny_sentence_model: Path, tmp_path: Path) -> None:
+    from meddevkg_core.onnx_encoder import ONNX_SUFFIX, OnnxSentenceEncoder
+
+    fp32 = load_sentence_encoder(str(tiny_sentence_model), device="cpu", batch_size=3)
+    reference = fp32.encode(TEXTS)
+    for backend in ("onnx-fp32", "onnx-int8"):
+        enc = load_sentence_encoder(str(tiny_sentence_model), backend=backend, batch_size=3,
+                                    onnx_cache_dir=tmp_path / "onnx", threads=1)
+        assert isinstance(enc, OnnxSentenceEncoder) and enc.built_now
+        assert enc.model_id == "tiny-st" + ONNX_SUFFIX[backend] and enc.dimension == 64
+        assert enc.max_seq_length == 64  # the SentenceTransformer's max_seq_length, not the tokenizer's 128
+        vectors = enc.encode(TEXTS)
+        assert vectors.shape == (len(TEXTS), 64) and vectors.dtype == np.float32
+        np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+        # batching (padded and unpadded batches, a batch of one) does not change an fp32 vector; int8
+        # activations are quantised with one scale per batch, so there it moves a little
+        single = np.concatenate([enc.encode([t]) for t in TEXTS])
+        if backend == "onnx-fp32":
+            np.testing.assert_allclose(single, vectors, atol=1e-5)
+        else:
+            assert np.sum(single * vectors, axis=1).min() > 0.999
+        cosine = np.sum(vectors * reference, axis=1)
+        if backend == "onnx-fp32":
+            np.testing.assert_allclose(vectors, reference, atol=1e-5)  # the same network
+            assert enc.meta["fused_ops"].get("Attention") == 2  # ORT fused both attention layers
+        else:
+            assert cosine.min() > 0.99, cosine
+            assert not np.allclose(vectors, reference, atol=1e-6)  # int8 really is a different computation
+    assert len(_built_dirs(tmp_path / "onnx")) == 2 and enc.encode([]).shape == (0, 64)
+
+
+def test_onnx_tokenisation_is_the_sentence_transformers_one(tiny_sentence_model: Path, tmp_path: Path) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    enc = load_sentence_encoder(str(tiny_sentence_model), backend="onnx-fp32", onnx_cache_dir=tmp_path)
+    st = SentenceTransformer(str(tiny_sentence_model), device="cpu", local_files_only=True)
+    long_text = " ".join(WORDS * 10)  # 200 words: truncated at max_seq_length
+    texts = [long_text, *TEXTS]
+    expected = st.preprocess(texts)
+    got = enc.tokenizer(texts, padding=True, truncation="longest_first", max_length=enc.max_seq_length,
+                        return_tensors="np")
+    for name in enc.input_names:
+        np.testing.assert_array_equal(got[name], expected[name].numpy())
+    assert got["input_ids"].shape[1] == 64
+
+
+def test_onnx_model_is_built_once_then_reused(tiny_sentence_model: Path, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from meddevkg_core import onnx_encoder
+
+    cache = tmp_path / "onnx"
+    first = load_sentence_encoder(str(tiny_sentence_model), backend="onnx-int8", onnx_cache_dir=cache)
+    assert first.built_now and (first.onnx_dir / "model.onnx").is_file()
+    mtime = (first.onnx_dir / "model.onnx").stat().st_mtime_ns
+
+    def no_export(*args, **kwargs):
+        raise AssertionError("re-exported a cached model")
+
+    monkeypatch.setattr(onnx_encoder, "_build", no_export)
+    second = load_sentence_encoder(str(tiny_sentence_model), backend="onnx-int8", onnx_cache_dir=cache)
+    assert not second.built_now and second.onnx_dir == first.onnx_dir
+    assert (second.onnx_dir / "model.onnx").stat().st_mtime_ns == mtime
+    np.testing.assert_array_equal(second.encode(TEXTS), first.encode(TEXTS))
+    assert [p.name for p in cache.iterdir()] == [first.onnx_dir.name]  # no temporaries left behind
+    # another recipe is another cache entry (and would need a build)
+    with pytest.raises(AssertionError, match="re-exported"):
+        onnx_encoder.ensure_onnx_model(tiny_sentence_model, onnx_encoder.OnnxRecipe("int8", per_channel=False), cache)
+    assert [p.name for p in cache.iterdir()] == [first.onnx_dir.name]
+
+
+def test_onnx_cache_key_follows_model_content(tiny_sentence_model: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from meddevkg_core.onnx_encoder import OnnxRecipe, cache_key, model_content_hash
+
+    copy = tmp_path / "tiny-st"
+    shutil.copytree(tiny_sentence_model, copy)
+    assert model_content_hash(copy) == model_content_hash(tiny_sentence_model)  # content, not location
+    (copy / "config.json").write_text((copy / "config.json").read_text() + "\n")
+    changed = model_content_hash(copy)
+    assert changed != model_content_hash(tiny_sentence_model)
+    assert cache_key(changed, OnnxRecipe("int8")) != cache_key(changed, OnnxRecipe("fp32"))
+
+
+def test_failed_onnx_build_leaves_nothing(tiny_sentence_model: Path, tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from meddevkg_core import onnx_encoder
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("quantisation crashed")
+
+    monkeypatch.setattr(onnx_encoder, "_quantize", broken)
+    with pytest.raises(RuntimeError, match="crashed"):
+        load_sentence_encoder(str(tiny_sentence_model), backend="onnx-int8", onnx_cache_dir=tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_onnx_vectors_are_cached_apart(tiny_sentence_model: Path, tmp_path: Path) -> None:
+    cache = EmbeddingCache(tmp_path / "cache")
+    docs = pl.DataFrame({"doc_id": ["a", "b"], "text": TEXTS[:2]})
+    ids = set()
+    for backend in ("torch-fp32", "onnx-fp32", "onnx-int8"):
+        enc = load_sentence_encoder(str(tiny_sentence_model), backend=backend, onnx_cache_dir=tmp_path / "onnx")
+        ids.add(enc.model_id)
+        embed_documents(docs, enc, cache)
+    assert len(ids) == 3 and len(cache) == 6
+
+
+def test_onnx_backends_are_cpu_only_and_checked(tiny_sentence_model: Path) -> None:
+    with pytest.raises(ValueError, match="CPU"):
+        load_sentence_encoder(str(tiny_sentence_model), device="cuda", backend="onnx-int8")
+    with pytest.raises(ValueError, match="unknown embedding backend"):
+        load_sentence_encoder(str(tiny_sentence_model), backend="onnx-fp16")
+    with pytest.raises(ValueError, match="quantize"):
+        load_sentence_encoder(str(tiny_sentence_model), backend="onnx-int8", quantize=True)

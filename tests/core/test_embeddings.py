@@ -196,3 +196,16 @@ def test_packaged_minilm_encoder() -> None:
     # Our length-sorted batching must not change any vector or its order.
     unsorted = type(enc)(enc.model, enc.model_id, enc.dimension, batch_size=1, sort_by_length=False)
     np.testing.assert_allclose(unsorted.encode(texts), vecs, atol=1e-5)
+
+
+def test_backend_is_validated_before_any_model_is_loaded(tmp_path: Path) -> None:
+    from meddevkg_core.embeddings import BACKENDS, DEFAULT_BACKEND
+
+    assert DEFAULT_BACKEND == "torch-fp32" and set(BACKENDS) >= {"torch-fp32", "torch-int8", "onnx-fp32", "onnx-int8"}
+    with pytest.raises(ValueError, match="unknown embedding backend"):
+        load_sentence_encoder(str(tmp_path / "absent"), backend="tensorrt")
+    with pytest.raises(ValueError, match="CPU only"):
+        load_sentence_encoder(str(tmp_path / "absent"), device="cuda", backend="onnx-fp32")
+    with pytest.raises(FileNotFoundError):  # a valid backend gets as far as looking for the model
+        load_sentence_encoder(str(tmp_path / "absent"), backend="onnx-int8", onnx_cache_dir=tmp_path / "onnx")
+    assert not (tmp_path / "onnx").exists()
