@@ -62,15 +62,19 @@ def _stamp(root: Path) -> tuple:
 
 
 class EmbeddingModelResource(dg.ConfigurableResource):
-    """The sentence encoder; `device` auto/cpu/cuda puts it on a GPU where one exists."""
+    """The sentence encoder; `device` auto/cpu/cuda puts it on a GPU where one exists.
+
+    `backend` (embeddings.BACKENDS) picks the computation: "torch-fp32" (default) or a CPU-only
+    fast path ("torch-int8", "onnx-fp32", "onnx-int8"), whose vectors cache under their own model id."""
 
     model_path: str | None = None
     device: str = "auto"
     batch_size: int = 32
     cache_dir: str | None = None
+    backend: str = "torch-fp32"
 
     def encoder(self) -> Encoder:
-        return _encoder(self.model_path, self.device, self.batch_size)
+        return _encoder(self.model_path, self.device, self.batch_size, self.backend)
 
     def cache(self) -> EmbeddingCache | None:
         return EmbeddingCache(Path(self.cache_dir)) if self.cache_dir else None
@@ -81,10 +85,10 @@ HASHING = "hashing"
 
 
 @cache
-def _encoder(model_path: str | None, device: str, batch_size: int) -> Encoder:
+def _encoder(model_path: str | None, device: str, batch_size: int, backend: str = "torch-fp32") -> Encoder:
     if model_path == HASHING:
         return HashingEncoder()
-    return load_sentence_encoder(model_path, device=device, batch_size=batch_size)
+    return load_sentence_encoder(model_path, device=device, batch_size=batch_size, backend=backend)
 
 
 class CrossEncoderResource(dg.ConfigurableResource):
@@ -127,7 +131,8 @@ def build_resources() -> dict[str, object]:
         "embedding_model": EmbeddingModelResource(
             model_path=env_or("MEDDEVKG_EMBEDDING_MODEL", "") or None,
             device=env_or("MEDDEVKG_DEVICE", "auto"),
-            cache_dir=env_or("MEDDEVKG_EMBEDDING_CACHE", str(home / "embedding_cache"))),
+            cache_dir=env_or("MEDDEVKG_EMBEDDING_CACHE", str(home / "embedding_cache")),
+            backend=env_or("MEDDEVKG_EMBEDDING_BACKEND", "torch-fp32")),
         "cross_encoder": CrossEncoderResource(
             model=env_or("MEDDEVKG_CROSS_ENCODER", "") or None,
             backend=env_or("MEDDEVKG_CROSS_ENCODER_BACKEND", "sentence-transformers"),

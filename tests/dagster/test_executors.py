@@ -1,0 +1,56 @@
+"""Scale-out configuration: the executors MEDDEVKG_EXECUTOR names and the run configs in docker/run_config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+import pytest
+import yaml
+
+from meddevkg_dagster.definitions import build_definitions
+from meddevkg_dagster.executors import GPU_STEPS, executor_from_env
+
+RUN_CONFIG = Path(__file__).resolve().parents[2] / "docker" / "run_config"
+JOBS = ("patents_job", "meddevkg_job", "device_links_job")
+
+
+@pytest.mark.parametrize("executor", ["multiprocess", "k8s"])
+def test_each_run_config_validates_against_every_job_under_its_executor(executor):
+    if executor == "k8s":
+        pytest.importorskip("dagster_k8s")
+    config = yaml.safe_load((RUN_CONFIG / f"{executor}.yaml").read_text())
+    defs = build_definitions(executor)
+    for job in JOBS:
+        result = dg.validate_run_config(defs.resolve_job_def(job), config)
+        executor_name = next(iter(result["execution"]))  # the executor the job resolved to
+        assert result["execution"][executor_name]["max_concurrent"] == config["execution"]["config"]["max_concurrent"]
+
+
+def test_a_misspelt_setting_is_rejected():
+    config = yaml.safe_load((RUN_CONFIG / "multiprocess.yaml").read_text())
+    config["execution"]["config"]["max_concurent"] = config["execution"]["config"].pop("max_concurrent")
+    with pytest.raises(dg.DagsterInvalidConfigError):
+        dg.validate_run_config(build_definitions("multiprocess").resolve_job_def("meddevkg_job"), config)
+
+
+def test_k8s_requests_a_gpu_for_exactly_the_gpu_tagged_steps():
+    pytest.importorskip("dagster_k8s")
+    per_step = yaml.safe_load((RUN_CONFIG / "k8s.yaml").read_text())["execution"]["config"]["per_step_k8s_config"]
+    assert set(per_step) == set(GPU_STEPS)
+    for step in GPU_STEPS:
+        assert per_step[step]["container_config"]["resources"]["limits"]["nvidia.com/gpu"] == 1
+    defs = build_definitions("k8s")
+    tagged = {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()
+              if defs.get_assets_def(k).op.tags.get("meddevkg/gpu") == "true"}
+    assert tagged == set(GPU_STEPS)
+    steps = {n.name for job in JOBS for n in defs.resolve_job_def(job).graph.node_defs}
+    assert set(GPU_STEPS) <= steps  # per-step keys are real step names
+
+
+def test_the_default_is_in_process_and_unknown_names_fail_clearly(monkeypatch):
+    monkeypatch.delenv("MEDDEVKG_EXECUTOR", raising=False)
+    assert executor_from_env() is dg.in_process_executor
+    assert executor_from_env("multiprocess") is dg.multiprocess_executor
+    with pytest.raises(ValueError, match="MEDDEVKG_EXECUTOR='celery'"):
+        executor_from_env("celery")
