@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Protocol, runtime_checkable
 
 import bm25s
@@ -65,8 +66,13 @@ class TfidfScorer:
     def n_patents(self) -> int:
         return int(self.patents.shape[0])
 
+    @cached_property
+    def _patents_by_term(self) -> sparse.csr_matrix:
+        """patents.T as CSR, built once: `@ patents.T` would convert the whole matrix on every block."""
+        return self.patents.T.tocsr()
+
     def score_block(self, device_rows: list[int]) -> np.ndarray:
-        return np.asarray((self.devices[device_rows] @ self.patents.T).toarray(), dtype=np.float64)
+        return np.asarray((self.devices[device_rows] @ self._patents_by_term).toarray(), dtype=np.float64)
 
 
 @dataclass(frozen=True)
