@@ -129,27 +129,13 @@ def test_training_needs_positives_and_negatives():
 
 
 # --------------------------------------------------------------------------- links_frame and apply_fold_models
-# The implementations before the column-wise rewrite, kept as oracles.
-
-
-def _evidence_before(row: dict) -> str:
-    parts = [f"S={row['score_total']:.0f}", f"admitted={row['admitted_by']}",
-             f"vec={row['score_vector']}({row['sim']:.3f})"]
-    if row.get("company_path"):
-        parts.append(f"company={row['company_path']}")
-    if row.get("entity_detail"):
-        parts.append(f"entity={row['entity_detail']}")
-    if row.get("shared_terms"):
-        parts.append(f"shared={row['shared_terms']}")
-    if row.get("ai_score") is not None:
-        parts.append(f"ce={row['ai_score']:.3f}")
-    parts.append(f"p={row['probability']:.3f}")
-    return "; ".join(parts)
+# The implementations before the column-wise rewrite, kept as oracles; rerank.evidence (the per-row
+# specification, unchanged) gives the strings the column-wise links_frame must reproduce.
 
 
 def _links_frame_before(decided: pl.DataFrame) -> pl.DataFrame:
     rows = decided.to_dicts()
-    out = decided.with_columns(pl.Series("evidence", [_evidence_before(r) for r in rows], pl.String))
+    out = decided.with_columns(pl.Series("evidence", [rerank.evidence(r) for r in rows], pl.String))
     return schemas.conform(out, schemas.LINKS)
 
 
