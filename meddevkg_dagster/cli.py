@@ -257,6 +257,23 @@ def _bench_embed(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_backfill(args: argparse.Namespace) -> int:
+    import json
+    import tempfile
+
+    home = Path(args.home) if args.home else Path(tempfile.mkdtemp(prefix="meddevkg-backfill-"))
+    os.environ["MEDDEVKG_HOME"] = str(home)
+    os.environ.pop("DAGSTER_HOME", None)  # an instance of its own under that home
+    from meddevkg_dagster.backfill_bench import run_backfill_bench
+
+    report = run_backfill_bench(Path(args.corpus).resolve(), args.runs)
+    print(f"\nbackfill of {report['devices']} device partitions x {report['patents']} patents "
+          f"({report['links']} pool rows), median of {report['runs']}: Dagster (one run) "
+          f"{report['dagster_median_s']} s, core directly {report['core_median_s']} s, ratio {report['ratio']}")
+    print(json.dumps(report, sort_keys=True))
+    return 0
+
+
 def _select_devices(args: argparse.Namespace) -> int:
     from meddevkg_core.sources.device_selection import format_selection_report, main_select_devices
 
@@ -470,6 +487,12 @@ def main(argv: list[str] | None = None) -> int:
     bem.add_argument("--texts", type=int, default=500)
     bem.add_argument("--runs", type=int, default=3)
     bem.set_defaults(func=_bench_embed)
+    bbf = sub.add_parser("bench-backfill", help="a backfill of every device partition through Dagster vs the same "
+                         "work through the core (ratio of medians)")
+    bbf.add_argument("--corpus", required=True, help="corpus directory")
+    bbf.add_argument("--runs", type=int, default=3)
+    bbf.add_argument("--home", help="MEDDEVKG_HOME for the run (default: a new temporary directory)")
+    bbf.set_defaults(func=_bench_backfill)
     sel = sub.add_parser("select-devices", help="the paper's cardiovascular device selection on FDA PMA records, "
                          "compared with a benchmark's devices")
     sel.add_argument("--fda-pma", required=True, help="fdadata_pma.parquet (every PMA decision)")

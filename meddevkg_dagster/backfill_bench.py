@@ -1,0 +1,87 @@
+"""What Dagster costs: a backfill of every device partition vs the same work through the core.
+
+The graph is materialised once (patents, reranker and caches warm), then two things are timed
+alternately `runs` times: `device_links_job` over every device partition as one run (IO manager
+reads and writes, events, checks), and the same steps called directly on in-memory inputs
+(device mentions and embeddings, Stage 2, cross-encoder, Stage 3 with evidence). The ratio of the
+medians is what the orchestration adds.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+
+
+def _core_device_links(tables: dict[str, pl.DataFrame], resources: dict[str, Any]) -> int:
+    """The device partitions' work, straight through the core functions the assets call."""
+    from meddevkg_core.candidates import generate_candidates
+    from meddevkg_core.companies import company_match_table
+    from meddevkg_core.cross_encoder import score_candidate_pairs
+    from meddevkg_core.embeddings import embed_documents
+    from meddevkg_core.entities import extract_mentions, load_spacy_pipeline
+    from meddevkg_core.pipeline import documents, stage2_inputs
+    from meddevkg_core.rerank import FoldModels, apply_fold_models, decide, feature_frame, links_frame
+    from meddevkg_dagster.assets.sources import ontology_from_table
+
+    corpus, model = resources["corpus"], resources["embedding_model"]
+    config = resources["pipeline_config"].config()
+    devices, patents = corpus.load().devices, tables["patents"].sort("pat_id")
+    onto = ontology_from_table(tables["meddevonto"])
+    docs = documents(devices, "fda_id")
+    mentions = extract_mentions(docs, onto, load_spacy_pipeline()).mentions
+    vectors = embed_documents(docs, model.encoder(), model.cache())
+    matches = company_match_table(devices, patents, corpus.resolver())
+    inputs = stage2_inputs(vectors, tables["patent_embeddings"].sort("doc_id"), mentions, tables["patent_entities"],
+                           matches, onto, config, devices, patents)
+    pool = generate_candidates(inputs, config.candidates)
+    ce = resources["cross_encoder"]
+    scores = score_candidate_pairs(pool, devices, patents, ce.scorer(), ce.config().max_chars, ce.config().batch_size)
+    scored = apply_fold_models(feature_frame(pool, scores), FoldModels.from_frame(tables["reranker_model"]))
+    return links_frame(decide(scored, config.rerank)).height
+
+
+def run_backfill_bench(corpus_dir: Path, runs: int = 3) -> dict[str, Any]:
+    """Materialise the corpus under the current MEDDEVKG_HOME, then time Dagster vs core `runs` times."""
+    import dagster as dg
+
+    from meddevkg_dagster.cli import materialize_corpus
+
+    materialize_corpus(corpus_dir)
+    from meddevkg_dagster.definitions import defs
+    from meddevkg_dagster.partitions import pma_devices
+
+    instance = dg.DagsterInstance.get()
+    keys = instance.get_dynamic_partitions(pma_devices.name)
+    database = defs.resources["io_manager"].database
+    database = database.get_value() if isinstance(database, dg.EnvVar) else database
+    with duckdb.connect(str(database), read_only=True) as con:
+        tables = {t: con.sql(f"select * from meddevkg.{t}").pl() for t in
+                  ("patents", "patent_embeddings", "patent_entities", "meddevonto", "reranker_model")}
+    job = defs.resolve_job_def("device_links_job")
+    tags = {"dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1]}
+    quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+    dagster_s, core_s, links = [], [], 0
+    needed = {k: defs.resources[k] for k in ("corpus", "embedding_model", "pipeline_config", "cross_encoder")}
+    with dg.build_resources(needed) as resolved:  # EnvVar settings resolved as a run resolves them
+        for _ in range(runs):
+            start = time.perf_counter()
+            result = job.execute_in_process(instance=instance, tags=tags, run_config=quiet)
+            dagster_s.append(time.perf_counter() - start)
+            if not result.success:
+                raise RuntimeError("device_links_job failed; see the log above")
+            start = time.perf_counter()
+            links = _core_device_links(tables, {k: getattr(resolved, k) for k in needed})
+            core_s.append(time.perf_counter() - start)
+    d, c = statistics.median(dagster_s), statistics.median(core_s)
+    return {"corpus": str(corpus_dir), "devices": len(keys), "patents": tables["patents"].height, "links": links,
+            "runs": runs, "dagster_runs_per_backfill": 1, "dagster_s": [round(x, 2) for x in dagster_s],
+            "core_s": [round(x, 2) for x in core_s], "dagster_median_s": round(d, 2),
+            "core_median_s": round(c, 2), "ratio": round(d / c, 3) if c else None,
+            "home": os.environ.get("MEDDEVKG_HOME")}
