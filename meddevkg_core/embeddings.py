@@ -13,7 +13,7 @@ import os
 import re
 import tempfile
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -104,6 +104,17 @@ class HashingEncoder:
         return l2_normalise(out)
 
 
+def encode_length_sorted(texts: list[str], dimension: int, batch_size: int, sort_by_length: bool,
+                         encode_batch: Callable[[list[str]], np.ndarray]) -> np.ndarray:
+    """`encode_batch` over batches of similar length (less padding), rows back in the input order."""
+    out = np.empty((len(texts), dimension), dtype=np.float32)
+    order = np.argsort([len(t) for t in texts], kind="stable") if sort_by_length else np.arange(len(texts))
+    for start in range(0, len(texts), batch_size):
+        idx = order[start : start + batch_size]
+        out[idx] = encode_batch([texts[i] for i in idx])
+    return out
+
+
 @dataclass(frozen=True)
 class SentenceTransformerEncoder:
     """A loaded sentence-transformers model; we do the batching so sorting by length pays off."""
@@ -115,22 +126,10 @@ class SentenceTransformerEncoder:
     sort_by_length: bool = True
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        texts = list(texts)
-        if not texts:
-            return np.zeros((0, self.dimension), dtype=np.float32)
-        # Batches of similar length waste less compute on padding; the order is restored below.
-        order = np.argsort([len(t) for t in texts], kind="stable") if self.sort_by_length else np.arange(len(texts))
-        out = np.empty((len(texts), self.dimension), dtype=np.float32)
-        for start in range(0, len(texts), self.batch_size):
-            idx = order[start : start + self.batch_size]
-            out[idx] = self.model.encode(
-                [texts[i] for i in idx],
-                batch_size=len(idx),
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
-        return out
+        return encode_length_sorted(list(texts), self.dimension, self.batch_size, self.sort_by_length,
+                                    lambda batch: self.model.encode(batch, batch_size=len(batch),
+                                                                    normalize_embeddings=True, convert_to_numpy=True,
+                                                                    show_progress_bar=False))
 
 
 INT8_SUFFIX = "+int8-dynamic"

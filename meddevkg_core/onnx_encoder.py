@@ -295,16 +295,14 @@ def _load_tokenizer(path: Path) -> Any:
 
 def _encode_batches(session: Any, tokenizer: Any, texts: list[str], names: Sequence[str], max_seq_length: int,
                     batch_size: int, sort_by_length: bool = True) -> np.ndarray:
-    dimension = session.get_outputs()[0].shape[-1]
-    out = np.empty((len(texts), dimension), dtype=np.float32)
-    # Batches of similar length waste less compute on padding; the order is restored below.
-    order = np.argsort([len(t) for t in texts], kind="stable") if sort_by_length else np.arange(len(texts))
-    for start in range(0, len(texts), batch_size):
-        idx = order[start : start + batch_size]
-        features = tokenizer([texts[i] for i in idx], padding=True, truncation="longest_first",
-                             max_length=max_seq_length, return_tensors="np")
-        out[idx] = session.run(None, {n: np.asarray(features[n], dtype=np.int64) for n in names})[0]
-    return out
+    from meddevkg_core.embeddings import encode_length_sorted
+
+    def run(batch: list[str]) -> np.ndarray:
+        features = tokenizer(batch, padding=True, truncation="longest_first", max_length=max_seq_length,
+                             return_tensors="np")
+        return session.run(None, {n: np.asarray(features[n], dtype=np.int64) for n in names})[0]
+
+    return encode_length_sorted(texts, session.get_outputs()[0].shape[-1], batch_size, sort_by_length, run)
 
 
 @dataclass(frozen=True)
@@ -327,7 +325,7 @@ class OnnxSentenceEncoder:
 
         texts = list(texts)
         if not texts:
-            return np.zeros((0, self.dimension), dtype=np.float32)
+            return np.zeros((0, self.dimension), dtype=np.float32)  # ONNX Runtime refuses an empty batch
         vectors = _encode_batches(self.session, self.tokenizer, texts, self.input_names, self.max_seq_length,
                                   self.batch_size, self.sort_by_length)
         return l2_normalise(vectors)  # the graph normalises already; this keeps rows exactly unit after int8
