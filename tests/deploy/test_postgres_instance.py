@@ -167,30 +167,37 @@ def test_demo_materialises_into_postgres(postgres_server: PostgresServer, tmp_pa
 
     from meddevkg_core.corpus import read_corpus
     from meddevkg_core.demo import demo_corpus_dir
+    from meddevkg_core.patent_years import year_keys
 
     result, elapsed = _materialise_demo_in_subprocess(postgres_server, tmp_path)
-    run_id = result["run_id"]
-    print(f"demo materialised through Postgres in {elapsed:.1f}s (run {run_id})")
-    devices = set(read_corpus(demo_corpus_dir()).devices["fda_id"].to_list())
+    run_id, patents_run_id = result["run_id"], result["patents_run_id"]
+    print(f"demo materialised through Postgres in {elapsed:.1f}s (runs {patents_run_id}, {run_id})")
+    corpus = read_corpus(demo_corpus_dir())
+    devices = set(corpus.devices["fda_id"].to_list())
+    years = set(year_keys(corpus.patents))
 
-    # The tables Dagster wrote, read straight from the server.
+    # The tables Dagster wrote, read straight from the server: patents_job, then meddevkg_job.
+    materialised = {}
     with postgres_server.connect() as con, con.cursor() as cur:
-        cur.execute("select status from runs where run_id = %s", (run_id,))
-        assert cur.fetchall() == [("SUCCESS",)]
-        cur.execute("""select asset_key, count(*) from event_logs
-                       where run_id = %s and dagster_event_type = 'ASSET_MATERIALIZATION' group by asset_key""",
-                    (run_id,))
-        materialised = {tuple(json.loads(key)): n for key, n in cur.fetchall()}
-        cur.execute("""select count(*) from event_logs
-                       where run_id = %s and dagster_event_type in ('RUN_SUCCESS', 'PIPELINE_SUCCESS')""", (run_id,))
-        assert cur.fetchone()[0] == 1
-        cur.execute("select partition from dynamic_partitions where partitions_def_name = 'pma_devices'")
-        partitions = {row[0] for row in cur.fetchall()}
-    assert partitions == devices
+        for run in (patents_run_id, run_id):
+            cur.execute("select status from runs where run_id = %s", (run,))
+            assert cur.fetchall() == [("SUCCESS",)]
+            cur.execute("""select asset_key, count(*) from event_logs
+                           where run_id = %s and dagster_event_type = 'ASSET_MATERIALIZATION' group by asset_key""",
+                        (run,))
+            materialised |= {tuple(json.loads(key)): n for key, n in cur.fetchall()}
+            cur.execute("""select count(*) from event_logs
+                           where run_id = %s and dagster_event_type in ('RUN_SUCCESS', 'PIPELINE_SUCCESS')""", (run,))
+            assert cur.fetchone()[0] == 1
+        cur.execute("select partitions_def_name, partition from dynamic_partitions")
+        partitions = cur.fetchall()
+    assert {p for name, p in partitions if name == "pma_devices"} == devices
+    assert {p for name, p in partitions if name == "patent_years"} == years
     for key in [("pma_documents",), ("patents",), ("candidate_pool",), ("reranked_links",), ("link_evaluation",)]:
         assert key in materialised, f"{key} not materialised in Postgres; got {sorted(materialised)}"
-    # A device-partitioned asset records one materialisation per device partition, the others one.
+    # A partitioned asset records one materialisation per partition (device or grant year), the others one.
     assert materialised[("reranked_links",)] == len(devices)
+    assert materialised[("patent_embeddings",)] == len(years)
     assert materialised[("link_evaluation",)] == 1
 
     # Nothing went to the local SQLite layout.
