@@ -84,4 +84,5 @@ def run_backfill_bench(corpus_dir: Path, runs: int = 3) -> dict[str, Any]:
             "runs": runs, "dagster_runs_per_backfill": 1, "dagster_s": [round(x, 2) for x in dagster_s],
             "core_s": [round(x, 2) for x in core_s], "dagster_median_s": round(d, 2),
             "core_median_s": round(c, 2), "ratio": round(d / c, 3) if c else None,
-            "home": os.environ.get("MEDDEVKG_HOME")}
+            "home": os.environ.get("MEDDEVKG_HOME"), "event_log": type(instance.event_log_storage).__name__,
+            "event_batch_size": int(os.environ.get("DAGSTER_EVENT_BATCH_SIZE", "0"))}

@@ -188,6 +188,14 @@ def test_every_variable_is_documented(compose):
         assert name in readme, f"{name} is not documented in docker/README.md"
 
 
+def test_the_deployment_batches_asset_events_like_the_local_instance(compose):
+    from meddevkg_dagster.event_log import EVENT_SETTINGS
+
+    for name, value in EVENT_SETTINGS.items():
+        for service in ("code", "webserver", "daemon"):
+            assert _environment(compose["services"][service]).get(name) == f"${{{name}:-{value}}}", (name, service)
+
+
 def test_deployed_instance_uses_postgres_from_env_and_the_local_run_queue_limits():
     from dagster._config import validate_config
     from dagster._core.instance.config import dagster_instance_config

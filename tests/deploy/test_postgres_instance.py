@@ -146,7 +146,8 @@ def _materialise_demo_in_subprocess(server: PostgresServer, root: Path) -> tuple
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MEDDEVKG_", "DAGSTER_"))}
     env.update(server.env())
     env.update({"DAGSTER_HOME": str(dagster_home), "MEDDEVKG_HOME": str(root / "meddevkg_home"),
-                "MEDDEVKG_EMBEDDING_MODEL": "hashing", "MEDDEVKG_DEVICE": "cpu", "HF_HUB_OFFLINE": "1"})
+                "MEDDEVKG_EMBEDDING_MODEL": "hashing", "MEDDEVKG_DEVICE": "cpu", "HF_HUB_OFFLINE": "1",
+                "DAGSTER_EVENT_BATCH_SIZE": "1000"})  # as docker-compose.yml sets it: batched inserts
     code = ("import json; from meddevkg_dagster.cli import materialize_corpus; "
             "print('RESULT ' + json.dumps(materialize_corpus()))")
     t0 = time.perf_counter()
