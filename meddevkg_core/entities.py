@@ -16,11 +16,13 @@ condition (-tion, -sion, -sis, -ance, -ence, -ogy, -therapy, -plasty, -ectomy, -
 from __future__ import annotations
 
 import bisect
+import contextlib
 import functools
+import gc
 import json
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -39,8 +41,8 @@ from meddevkg_core.phrases import (
     Tokens,
     Word,
     base_noun_phrases,
+    segment_words,
     segments,
-    words_of,
 )
 from meddevkg_core.progress import Progress, no_progress
 
@@ -224,59 +226,74 @@ def extract_mentions(docs: pl.DataFrame, ontology: Ontology, nlp: Language, batc
     rejected = [_reject(doc_id, "missing doc_id" if doc_id is None else "missing text", {"doc_id": doc_id})
                 for doc_id, text in rows if doc_id is None or not (text or "").strip()]
     valid = [(doc_id, text) for doc_id, text in rows if doc_id is not None and (text or "").strip()]
-    mentions, failed = _extract_valid(valid, ontology, nlp, batch_size, progress, n_threads=n_process)
+    with _cyclic_gc_paused():
+        mentions, failed = _extract_valid(valid, ontology, nlp, batch_size, progress, n_threads=n_process)
+        mention_frame = pl.DataFrame(mentions, schema=schemas.MENTIONS, orient="row")
     progress(len(valid), len(valid))
     return ExtractionResult(
-        mentions=schemas.conform(pl.DataFrame(mentions, schema=schemas.MENTIONS), schemas.MENTIONS),
+        mentions=schemas.conform(mention_frame, schemas.MENTIONS),
         rejected=schemas.conform(pl.DataFrame(rejected + failed, schema=schemas.REJECTED_RECORDS),
                                  schemas.REJECTED_RECORDS),
     )
 
 
+@contextlib.contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off, as it was before on exit. Extraction builds hundreds
+    of thousands of acyclic containers (tags, words, candidates, rows) that live until it ends:
+    each full collection walks the whole heap for them and frees nothing (on the benchmark
+    corpus, a sixth of the extraction's time for 36 objects)."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def _extract_valid(valid: list[tuple[str, str]], ontology: Ontology, nlp: Language, batch_size: int,
-                   progress: Progress = no_progress, n_threads: int = 1) -> tuple[list[dict], list[dict]]:
+                   progress: Progress = no_progress, n_threads: int = 1) -> tuple[list[tuple], list[dict]]:
     """Tokenize chunk by chunk, queueing each chunk's new segments for tagging (in background
-    threads when `n_threads > 1`), then build every document's mentions from the tags."""
+    threads when `n_threads > 1`), then build every document's mentions (rows in the column
+    order of schemas.MENTIONS) from the tags."""
     queue = SegmentQueue(nlp, n_threads=n_threads)
     try:
         lexemes: dict = {}
         seen: set[tuple[str, ...]] = set()
-        parsed: list[tuple[Doc, Tokens, list[tuple[int, int]]]] = []
+        parsed: list[tuple[Doc, Tokens, list[tuple[int, int]], list[tuple[str, ...]]]] = []
         chunks: list[tuple[int, int]] = []  # (end of the chunk's documents, batches queued by then)
         texts = (text for _, text in valid)
         for doc in nlp.tokenizer.pipe(texts, batch_size=batch_size):
             toks = Tokens.of(doc, lexemes)
             doc_spans = segments(toks)
-            parsed.append((doc, toks, doc_spans))
+            parsed.append((doc, toks, doc_spans, [tuple(toks.text[a:b]) for a, b in doc_spans]))
             if len(parsed) == (chunks[-1][0] if chunks else 0) + _chunk_docs(len(chunks)) or len(parsed) == len(valid):
                 first = chunks[-1][0] if chunks else 0
-                new = list(dict.fromkeys(key for d, t, sp in parsed[first:] for a, b in sp
-                                         if (key := tuple(t.text[a:b])) not in seen))
+                new = list(dict.fromkeys(key for *_, keys in parsed[first:] for key in keys if key not in seen))
                 seen.update(new)
                 chunks.append((len(parsed), queue.submit(new)))
         matcher = _phrase_matcher(ontology, nlp)
         state = _DocState(ontology, {})
-        mentions: list[dict] = []
+        mentions: list[tuple] = []
         rejected: list[dict] = []
         n = 0
         for end, batch in chunks:
             state.tags = queue.tags(through=batch)
-            for (doc_id, text), (doc, toks, doc_spans) in zip(valid[n:end], parsed[n:end], strict=True):
+            for (doc_id, text), (doc, toks, doc_spans, keys) in zip(valid[n:end], parsed[n:end], strict=True):
                 if n % 1000 == 0:
                     progress(n, len(valid))
                 n += 1
-                for cand in _dedupe(_candidates(doc, text, toks, doc_spans, matcher, state)):
+                for cand in _dedupe(_candidates(doc, text, toks, doc_spans, keys, matcher, state)):
                     grounding = ground_span(cand.mention, text, expected_start=cand.start)
                     if grounding is None:
                         rejected.append(_reject(doc_id, "span not found in text",
                                                 {"doc_id": doc_id, "mention": cand.mention}))
                         continue
-                    mentions.append({
-                        "doc_id": doc_id, "mention": text[grounding.start:grounding.end],
-                        "start": grounding.start, "end": grounding.end, "entity_type": cand.entity_type,
-                        "norm": cand.match.norm, "concept_id": cand.match.concept_id,
-                        "map_tier": cand.match.map_tier, "grounding": grounding.kind,
-                    })
+                    match = cand.match
+                    mentions.append((doc_id, text[grounding.start:grounding.end], grounding.start, grounding.end,
+                                     cand.entity_type, match.norm, match.concept_id, match.map_tier, grounding.kind))
         return mentions, rejected
     finally:
         queue.close()
@@ -340,7 +357,7 @@ class _MemoOntology:
 
 
 def _cue_class(toks: Tokens, start: int, end: int) -> int:
-    """How the stop word before a segment changes its first word (phrases.words_of): 1 verbal,
+    """How the stop word before a segment changes its first word (phrases.segment_words): 1 verbal,
     2 nominal (one-word segments only), 0 not at all."""
     cue = toks.lower[start - 1] if start > 0 else ""
     if cue in VERBAL_CONTEXT:
@@ -352,8 +369,7 @@ def _cue_class(toks: Tokens, start: int, end: int) -> int:
 
 def _segment_entry(toks: Tokens, start: int, end: int, text: str, state: _DocState) -> tuple[tuple[str, ...], tuple]:
     """POS and relative chunk candidates of a segment at its first occurrence (see _DocState)."""
-    words = words_of(toks, [(start, end)], state.tags)
-    seg_words = [words[i] for i in range(start, end)]
+    seg_words = segment_words(toks, start, end, state.tags)
     chunks = []
     for phrase, head in base_noun_phrases(seg_words):
         if (found := _chunk_candidate(phrase, head, text, state.ontology, state.phrases)) is not None:
@@ -362,11 +378,12 @@ def _segment_entry(toks: Tokens, start: int, end: int, text: str, state: _DocSta
     return tuple(w.pos_ for w in seg_words), tuple(chunks)
 
 
-def _candidates(doc: Doc, text: str, toks: Tokens, spans: list[tuple[int, int]], matcher: PhraseMatcher,
-                state: _DocState) -> list[_Candidate]:
+def _candidates(doc: Doc, text: str, toks: Tokens, spans: list[tuple[int, int]], keys: list[tuple[str, ...]],
+                matcher: PhraseMatcher, state: _DocState) -> list[_Candidate]:
+    """Dictionary and noun-phrase candidates of a document; `keys` are its segments' words."""
     entries = []
-    for start, end in spans:
-        seg = (tuple(toks.text[start:end]), _cue_class(toks, start, end))
+    for (start, end), key in zip(spans, keys, strict=True):
+        seg = (key, _cue_class(toks, start, end))
         if (entry := state.segments.get(seg)) is None:
             entry = state.segments[seg] = _segment_entry(toks, start, end, text, state)
         entries.append(entry)
@@ -381,9 +398,13 @@ def _candidates(doc: Doc, text: str, toks: Tokens, spans: list[tuple[int, int]],
 
 def _dictionary_candidates(doc: Doc, text: str, toks: Tokens, spans: list[tuple[int, int]], entries: list,
                            matcher: PhraseMatcher, state: _DocState) -> list[_Candidate]:
-    """Longest non-overlapping dictionary hits; a one-word hit must be a noun, or a verb naming
-    a process ("monitoring"), so "leads to" never becomes a pacing lead. (spaCy's filter_spans on
-    (start, end) tuples.)"""
+    """Longest non-overlapping dictionary hits (spaCy's filter_spans on (start, end) tuples).
+
+    A one-word hit must not be a verb, unless it names a process ("monitoring"), so "may lead to"
+    never becomes a pacing lead. Inside a longer segment its tag says so (a noun is kept). Alone
+    in its segment it was tagged without context ("electrode" reads as an adverb, "valve" as a
+    verb), so only a verbal cue right before it makes it a verb.
+    """
     ontology = state.ontology
     strings = doc.vocab.strings
     starts = [a for a, _ in spans]
@@ -392,8 +413,15 @@ def _dictionary_candidates(doc: Doc, text: str, toks: Tokens, spans: list[tuple[
         concept_id = strings[match_id]
         if end - start == 1:
             j = bisect.bisect_right(starts, start) - 1
-            pos = entries[j][0][start - spans[j][0]] if j >= 0 and start < spans[j][1] else ""
-            if pos not in NOMINAL and not (pos == "VERB" and ontology.category(concept_id) in MECHANISM_CATEGORIES):
+            if j < 0 or start >= spans[j][1]:  # a stop word or punctuation
+                continue
+            process = ontology.category(concept_id) in MECHANISM_CATEGORIES
+            if spans[j] == (start, end):
+                keep = process or not (start > 0 and toks.lower[start - 1] in VERBAL_CONTEXT)
+            else:
+                pos = entries[j][0][start - spans[j][0]]
+                keep = pos in NOMINAL or (pos == "VERB" and process)
+            if not keep:
                 continue
         hits.append((start, end, concept_id))
     hits.sort(key=lambda h: (h[1] - h[0], -h[0]), reverse=True)
@@ -461,21 +489,21 @@ def _chunk_candidate(phrase: list[Word], head: Word, text: str, ontology: Ontolo
 def _trim_phrase(phrase: list[Word], normalize: Callable[[str], str] = normalize_term) -> list[Word] | None:
     """Drop leading boilerplate modifiers ("said", "distal"); keep at most 5 words, cut from the
     left so the head stays."""
-
-    def strip_left(toks: list[Word]) -> list[Word]:
-        while toks and (toks[0].pos_ in _STRIP_POS or toks[0].is_stop or toks[0].lower_ in STOP_MODIFIERS
-                        or toks[0].tag_ == "HYPH"):
-            toks = toks[1:]
-        return toks
-
-    tokens = strip_left(phrase)
+    tokens = _strip_left(phrase)
     while len(tokens) > 1 and len(normalize(" ".join(t.text for t in tokens)).split()) > MAX_PHRASE_WORDS:
-        tokens = strip_left(tokens[1:])
+        tokens = _strip_left(tokens[1:])
     if not tokens or tokens[-1].pos_ not in NOMINAL:
         return None
-    if not any(c.isalpha() for t in tokens for c in t.text):
+    if not any(t.text.isalpha() for t in tokens) and not any(c.isalpha() for t in tokens for c in t.text):
         return None
     return tokens
+
+
+def _strip_left(toks: list[Word]) -> list[Word]:
+    while toks and (toks[0].pos_ in _STRIP_POS or toks[0].is_stop or toks[0].lower_ in STOP_MODIFIERS
+                    or toks[0].tag_ == "HYPH"):
+        toks = toks[1:]
+    return toks
 
 
 def _map_phrase_words(tokens: list[Word], head: Word, surface_text: str, ontology: Ontology | _MemoOntology,

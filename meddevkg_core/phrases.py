@@ -14,18 +14,23 @@ single-tag rules) and lemmas only for plural nouns, the one place they are used.
 
 Tagged without the words around it, a one-word segment can lose its reading: after a modal,
 an auxiliary or "to" its first word is read as a verb ("may lead to"), after a determiner as
-a noun ("the lead").
+a noun ("the lead"). Other readings of a lone word stay unreliable ("electrode" as an adverb,
+"valve" as a verb), so entities.py does not ask a lone dictionary word for a noun tag.
 
 The tagger's own layers are run directly (SegmentTagger) and give the tags of the packed Docs: a
 token's tag depends only on the 4 tokens either side, so each segment is tagged as if between ";"
 gaps, each distinct word is embedded once, and each layer computes each distinct window of the
 rows the tags still depend on once (identical rows in, identical rows out). Same layers, same
-row inputs, so the same tags, at about a third of the cost of `nlp.pipe` on the packed Docs.
-SegmentQueue runs those layers in background threads while the caller tokenizes.
+row inputs, so the same tags, at about a third of the cost of `nlp.pipe` on the packed Docs. Its
+encoder's matrix products go through numpy's BLAS (a few times faster than spaCy's BLIS here), and
+words whose two best tags nearly tie are tagged again with the pipeline's own arithmetic, so the
+different rounding never changes a tag. SegmentQueue runs those layers in background threads
+while the caller tokenizes.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
@@ -56,6 +61,11 @@ segment's tags never depend on its neighbours, and a device tagged alone or in a
 devices gets the same mentions. Semicolons tag isolated fragments best: nouns, acronyms and
 participles as in running text."""
 _TAG_PIPES_OFF = ("parser", "ner", "senter")
+TIE_MARGIN = 1e-3
+"""A word whose two best tag scores (the tagger's softmax layer outputs, unnormalised at
+inference) are closer than this is tagged again with the pipeline's own arithmetic
+(SegmentTagger): numpy's and BLIS's matrix products sum in different orders, and on the
+benchmark corpus their scores differ by < 1e-5, so only a near tie could flip."""
 
 
 class Word(NamedTuple):
@@ -92,19 +102,20 @@ class Tokens:
 
         lex = {} if lexemes is None else lexemes
         arr = doc.to_array([ORTH, IDX, SPACY])
-        text, lower, stop, brk = [], [], [], []
-        prev_ws = True
-        for orth, ws in zip(arr[:, 0].tolist(), arr[:, 2].tolist(), strict=True):
-            entry = lex.get(orth)
-            if entry is None:
-                entry = lex[orth] = _lexeme_entry(doc.vocab[orth])
-            t, low, is_stop, kind = entry
-            text.append(t)
-            lower.append(low)
-            stop.append(is_stop)
-            # kind 1: always a break; 2: a hyphen, a break unless inside a word ("drug-eluting")
-            brk.append(kind == 1 or (kind == 2 and (bool(ws) or prev_ws)))
-            prev_ws = bool(ws)
+        orths = arr[:, 0].tolist()
+        entries = [lex.get(orth) for orth in orths]
+        for i in [i for i, entry in enumerate(entries) if entry is None]:
+            entry = lex.get(orths[i])
+            entries[i] = entry if entry is not None else lex.setdefault(orths[i], _lexeme_entry(doc.vocab[orths[i]]))
+        if not entries:
+            return cls([], [], [], [], [])
+        text, lower, stop, kinds = (list(column) for column in zip(*entries, strict=True))
+        # kind 1: always a break; 2: a hyphen, a break unless inside a word ("drug-eluting")
+        brk = [kind == 1 for kind in kinds]
+        if 2 in kinds:
+            spaces = arr[:, 2].tolist()
+            for i in [i for i, kind in enumerate(kinds) if kind == 2]:
+                brk[i] = bool(spaces[i]) or i == 0 or bool(spaces[i - 1])
         return cls(text, lower, arr[:, 1].tolist(), stop, brk)
 
 
@@ -282,12 +293,16 @@ class SegmentTagger:
     word is embedded once (the embedding of a token depends on its own lexical features only),
     (2) layer k of the window-1 encoder computes a row only if the tags can still depend on it
     (within 4 - k of a segment word), and each distinct window of values once (a gap row whose
-    window holds only ";" is one such window; so are repeated word n-grams).
+    window holds only ";" is one such window; so are repeated word n-grams), (3) the encoder's
+    matrix products go through numpy (one OpenBLAS thread: ~3.5x BLIS's speed on the benchmark
+    machine), and the segments of words with a near tie (TIE_MARGIN) are tagged again with the
+    pipeline's own layers, so the rounding of the faster products never changes a tag.
     `prepare` reads spaCy's vocab (calling thread only); `run` is thinc and numpy only.
     """
 
     def __init__(self, nlp: Language, embed, blocks: list, softmax, labels: Sequence[str]) -> None:
         self.nlp, self.embed, self.blocks, self.softmax = nlp, embed, blocks, softmax
+        self.fast_blocks = [_with_numpy_products(block) for block in blocks]
         self.labels = list(labels)
         self.width = embed.get_dim("nO")
         self._row: dict[str, int] = {}
@@ -348,10 +363,22 @@ class SegmentTagger:
         emb = np.stack([self._vectors[r] for r in job.rows]).astype("float32", copy=False)
         out = []
         starts = np.concatenate([[0], np.cumsum(job.lengths)])
-        for s in range(0, len(job.lengths), chunk):
-            e = min(s + chunk, len(job.lengths))
-            out.append(self._tag_chunk(job.lengths[s:e], job.ids[starts[s]:starts[e]], emb, job.gap_id))
+        with _one_blas_thread():
+            for s in range(0, len(job.lengths), chunk):
+                e = min(s + chunk, len(job.lengths))
+                out.append(self._tag_exactly(job.lengths[s:e], job.ids[starts[s]:starts[e]], emb, job.gap_id))
         return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+
+    def _tag_exactly(self, lengths: np.ndarray, ids: np.ndarray, emb: np.ndarray, gap_id: int) -> np.ndarray:
+        """Tag ids through the fast layers, the segments of near ties again through the pipeline's."""
+        guesses, margin = self._tag_chunk(lengths, ids, emb, gap_id, self.fast_blocks)
+        near = margin < TIE_MARGIN
+        if near.any():
+            segment = np.repeat(np.arange(lengths.size), lengths)
+            again = np.isin(segment, segment[near])
+            guesses[again] = self._tag_chunk(lengths[np.unique(segment[near])], ids[again], emb, gap_id,
+                                             self.blocks)[0]
+        return guesses
 
     def labels_of(self, keys: Sequence[tuple[str, ...]],
                   guesses: np.ndarray) -> dict[tuple[str, ...], tuple[str, ...]]:
@@ -368,11 +395,13 @@ class SegmentTagger:
         """Fine tags of every key."""
         return self.labels_of(keys, self.run(self.prepare(keys))) if keys else {}
 
-    def _tag_chunk(self, lengths: np.ndarray, ids: np.ndarray, emb: np.ndarray, gap_id: int) -> np.ndarray:
+    def _tag_chunk(self, lengths: np.ndarray, ids: np.ndarray, emb: np.ndarray, gap_id: int,
+                   blocks: list) -> tuple[np.ndarray, np.ndarray]:
         """Tag ids of the words of `lengths.size` segments laid out as gap, key 1, gap, ..., key n,
-        gap. A row's value at layer k is a function of its window's values at layer k - 1, so
-        each layer computes each distinct window once (identical rows in, identical rows out),
-        and only for rows within 4 - k of a segment word, the rows the tags still depend on."""
+        gap, and the margin between each word's two best tag scores. A row's value at layer k is
+        a function of its window's values at layer k - 1, so each layer computes each distinct
+        window once (identical rows in, identical rows out), and only for rows within 4 - k of a
+        segment word, the rows the tags still depend on."""
         g = len(_GAP)
         width = self.width
         n = g + ids.size + g * lengths.size
@@ -385,7 +414,7 @@ class SegmentTagger:
             for near in (word_rows - d, word_rows + d):  # in range: the gaps at both ends
                 dist[near] = np.minimum(dist[near], d)
         table = emb
-        for k, block in enumerate(self.blocks, 1):
+        for k, block in enumerate(blocks, 1):
             rows = np.flatnonzero(dist <= g - k)
             windows = np.stack([value[rows - 1], value[rows], value[rows + 1]], axis=1)
             m = table.shape[0]
@@ -402,7 +431,39 @@ class SegmentTagger:
             table = table[mid] + block.predict(X)  # residual
             value[rows] = inverse.reshape(-1)
         final = value[word_rows]  # at layer 4 every row of `table` is a segment word
-        return self.softmax.predict(table).argmax(axis=1)[final]
+        probs = self.softmax.predict(table)
+        if probs.shape[1] > 1:
+            top2 = np.partition(probs, -2, axis=1)[:, -2:]
+            margin = top2[:, 1] - top2[:, 0]
+        else:
+            margin = np.full(len(probs), np.inf)
+        return probs.argmax(axis=1)[final], margin[final]
+
+
+def _with_numpy_products(block):
+    """A copy of a thinc layer whose matrix products run through numpy's BLAS (OpenBLAS)."""
+    from thinc.api import NumpyOps
+
+    class MatmulOps(NumpyOps):
+        def gemm(self, x, y, *, out=None, trans1=False, trans2=False):
+            return np.matmul(x.T if trans1 else x, y.T if trans2 else y, out=out)
+
+    ops = MatmulOps()
+    fast = block.copy()
+    for node in fast.walk():
+        node.ops = ops
+    return fast
+
+
+def _one_blas_thread() -> contextlib.AbstractContextManager:
+    """numpy's BLAS limited to one thread (process-wide while it lasts): the tagger's thread is one
+    of two (SegmentQueue), and more BLAS threads only contend with the caller's (measured: more
+    CPU time, not less wall time). threadpoolctl comes with scikit-learn; without it, no limit."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return contextlib.nullcontext()
+    return threadpool_limits(1, user_api="blas")
 
 
 def plural_lemmas(words: Sequence[str], nlp: Language) -> dict[str, str]:
@@ -464,18 +525,22 @@ class _RuleNounLemmatizer:
 
 
 def words_of(toks: Tokens, spans: Iterable[tuple[int, int]], tags: dict[tuple[str, ...], Tags]) -> dict[int, Word]:
-    """Tagged words of a document by token index, the first word of a segment read in the light
-    of the stop word before it (verbal or nominal cue)."""
-    out: dict[int, Word] = {}
-    for start, end in spans:
-        cue = toks.lower[start - 1] if start > 0 else ""
-        for i, (pos, tag, lemma) in enumerate(tags[segment_key(toks, start, end)], start):
-            if i == start and cue in VERBAL_CONTEXT and pos in NOMINAL:
-                pos, tag = "VERB", "VB"
-            elif i == start and cue in NOMINAL_CONTEXT and pos == "VERB" and end - start == 1:
-                pos, tag = "NOUN", "NN"
-            out[i] = Word(i, toks.idx[i], toks.text[i], toks.lower[i], pos, tag, lemma, toks.is_stop[i])
-    return out
+    """Tagged words of a document by token index (segment_words of each span)."""
+    return {w.i: w for start, end in spans for w in segment_words(toks, start, end, tags)}
+
+
+def segment_words(toks: Tokens, start: int, end: int, tags: dict[tuple[str, ...], Tags]) -> list[Word]:
+    """Tagged words of the segment [start, end), its first word read in the light of the stop
+    word before it (verbal or nominal cue)."""
+    text, lower, idx, stop = toks.text, toks.lower, toks.idx, toks.is_stop
+    words = [Word(i, idx[i], text[i], lower[i], pos, tag, lemma, stop[i])
+             for i, (pos, tag, lemma) in enumerate(tags[segment_key(toks, start, end)], start)]
+    cue, first = (lower[start - 1] if start > 0 else ""), words[0]
+    if cue in VERBAL_CONTEXT and first.pos_ in NOMINAL:
+        words[0] = first._replace(pos_="VERB", tag_="VB")
+    elif cue in NOMINAL_CONTEXT and first.pos_ == "VERB" and end - start == 1:
+        words[0] = first._replace(pos_="NOUN", tag_="NN")
+    return words
 
 
 def base_noun_phrases(words: Sequence[Word]) -> Iterator[tuple[list[Word], Word]]:
@@ -486,23 +551,25 @@ def base_noun_phrases(words: Sequence[Word]) -> Iterator[tuple[list[Word], Word]
     the run up to its last noun, which is its head.
     """
     run: list[Word] = []
+    last = -1  # index in `run` of its last noun
 
     def close() -> Iterator[tuple[list[Word], Word]]:
-        last = max((k for k, w in enumerate(run) if w.pos_ in NOMINAL), default=None)
-        if last is not None:
-            phrase = run[:last + 1]
-            while phrase and phrase[0].tag_ == "HYPH":
-                phrase = phrase[1:]
-            if phrase:
-                yield phrase, phrase[-1]
+        phrase = run[:last + 1]
+        while phrase and phrase[0].tag_ == "HYPH":
+            phrase = phrase[1:]
+        if phrase:
+            yield phrase, phrase[-1]
 
     for w in words:
-        joined = bool(run) and run[-1].tag_ == "HYPH"
-        participle = w.pos_ in ("VERB", "AUX") and w.tag_ in PARTICIPLES and w.lower_ not in CLAUSE_PARTICIPLES
-        if w.pos_ in PRE_NOMINAL or w.tag_ == "HYPH" or (participle and (joined or not any(
-                r.pos_ in NOMINAL for r in run))):
+        pos = w.pos_
+        participle = pos in ("VERB", "AUX") and w.tag_ in PARTICIPLES and w.lower_ not in CLAUSE_PARTICIPLES
+        if pos in PRE_NOMINAL or w.tag_ == "HYPH" or (participle and (last < 0 or run[-1].tag_ == "HYPH")):
+            if pos in NOMINAL:
+                last = len(run)
             run.append(w)
             continue
+        if last >= 0:
+            yield from close()
+        run, last = [], -1
+    if last >= 0:
         yield from close()
-        run = []
-    yield from close()

@@ -137,6 +137,29 @@ def test_generic_singletons_and_verbs_are_not_mentions(result, onto):
     assert _mention(result, "P2", "pacing lead")["concept_id"] == onto.lookup("pacing lead")
 
 
+ONE_WORD = {
+    "W1": "The electrode is placed against the vein.",
+    "W2": "The kit holds one electrode, one lead, one valve and one implant.",
+    "W3": "Heating may lead to errors; the surgeon is able to implant it and to shunt blood.",
+    "W4": "Imaging may lead to ablation. Such devices lead to noise.",
+}
+
+
+def test_a_dictionary_word_alone_in_its_segment_is_a_verb_only_after_a_verbal_cue(onto, nlp):
+    """Tagged without context, "electrode" reads as an adverb and "valve" or "lead" as a verb: such
+    a word is dropped only after a verbal cue ("may lead", "to implant"), and not when it names a
+    process, which a verb may name ("lead to ablation"). In a longer segment its tag stands."""
+    docs = pl.DataFrame({"doc_id": list(ONE_WORD), "text": list(ONE_WORD.values())})
+    mentions = extract_mentions(docs, onto, nlp).mentions
+    norms = {d: set(mentions.filter(pl.col("doc_id") == d)["norm"].to_list()) for d in ONE_WORD}
+    assert {"electrode", "vein"} <= norms["W1"]
+    assert {"electrode", "lead", "valve", "implant"} <= norms["W2"]
+    assert {"lead", "implant", "shunt"}.isdisjoint(norms["W3"])
+    assert "ablation" in norms["W4"] and "lead" not in norms["W4"]
+    electrode = _mention(extract_mentions(docs.head(1), onto, nlp), "W1", "electrode")
+    assert (electrode["concept_id"], electrode["map_tier"]) == (onto.lookup("electrode"), "exact")
+
+
 def test_extraction_is_deterministic_and_independent_of_document_order(onto, nlp, result):
     docs = pl.DataFrame({"doc_id": list(TEXTS)[::-1], "text": list(TEXTS.values())[::-1]})
     again = extract_mentions(docs, onto, nlp, batch_size=1).mentions.sort("doc_id", "start", "norm")
@@ -152,6 +175,21 @@ def test_missing_text_is_rejected_not_dropped(onto, nlp):
         ("E1", "missing text"), ("E2", "missing text"), (None, "missing doc_id")]
     assert set(out.rejected["source"]) == {"entities"}
     assert json.loads(out.rejected["record"][0]) == {"doc_id": "E1"}
+
+
+def test_extraction_leaves_the_garbage_collector_as_it_found_it(onto, nlp):
+    import gc
+
+    docs = pl.DataFrame({"doc_id": ["G1"], "text": ["A stent."]})
+    assert gc.isenabled()
+    extract_mentions(docs, onto, nlp)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        extract_mentions(docs, onto, nlp)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 
 def test_empty_input_gives_empty_typed_tables(onto, nlp):
@@ -172,7 +210,10 @@ def test_background_tagging_threads_give_the_same_mentions(onto, nlp, result):
 def _reference_extraction(docs: pl.DataFrame, onto, nlp) -> pl.DataFrame:
     """The extractor as it was before its caches (commit 6d4d01c), kept here as the reference:
     tokens read one by one, segments tagged by `nlp.pipe` on packed Docs, plural lemmas by the
-    pipeline's lemmatizer, each document's words and phrases built anew, spaCy's filter_spans."""
+    pipeline's lemmatizer, each document's words and phrases built anew, spaCy's filter_spans.
+    One change on purpose since: a one-word dictionary hit alone in its segment no longer needs a
+    noun tag (tagged without context, "electrode" was an adverb); it is dropped only when a verbal
+    cue precedes it and its concept is not a process."""
     from spacy.tokens import Doc
     from spacy.util import filter_spans
 
@@ -188,14 +229,28 @@ def _reference_extraction(docs: pl.DataFrame, onto, nlp) -> pl.DataFrame:
     from meddevkg_core.ontology import normalize_term
     from meddevkg_core.phrases import (
         NOMINAL,
+        NOMINAL_CONTEXT,
         SEGMENTS_PER_DOC,
+        VERBAL_CONTEXT,
         Tokens,
+        Word,
         _tag_packed,
         base_noun_phrases,
         pos_table,
         segments,
-        words_of,
     )
+
+    def words_of(toks, spans, tags):
+        out = {}
+        for start, end in spans:
+            cue = toks.lower[start - 1] if start > 0 else ""
+            for i, (pos, tag, lemma) in enumerate(tags[tuple(toks.text[start:end])], start):
+                if i == start and cue in VERBAL_CONTEXT and pos in NOMINAL:
+                    pos, tag = "VERB", "VB"
+                elif i == start and cue in NOMINAL_CONTEXT and pos == "VERB" and end - start == 1:
+                    pos, tag = "NOUN", "NN"
+                out[i] = Word(i, toks.idx[i], toks.text[i], toks.lower[i], pos, tag, lemma, toks.is_stop[i])
+        return out
 
     def tokens_of(doc):
         text, lower, idx, stop, brk = [], [], [], [], []
@@ -235,13 +290,17 @@ def _reference_extraction(docs: pl.DataFrame, onto, nlp) -> pl.DataFrame:
     rows = []
     for (doc_id, text), doc, toks, doc_spans in zip(valid, tokenized, arrays, spans, strict=True):
         words = words_of(toks, doc_spans, tags)
+        alone = {a for a, b in doc_spans if b == a + 1}
         found = []
         for match_id, start, end in matcher(doc):
             span = doc[start:end]
             concept_id = doc.vocab.strings[match_id]
             pos = words[start].pos_ if start in words else ""
-            if len(span) == 1 and pos not in NOMINAL and not (
-                    pos == "VERB" and onto.category(concept_id) in MECHANISM_CATEGORIES):
+            process = onto.category(concept_id) in MECHANISM_CATEGORIES
+            if len(span) == 1 and start in alone:
+                if start > 0 and doc[start - 1].lower_ in VERBAL_CONTEXT and not process:
+                    continue
+            elif len(span) == 1 and pos not in NOMINAL and not (pos == "VERB" and process):
                 continue
             span.label_ = concept_id
             found.append(span)

@@ -93,6 +93,18 @@ def test_segment_tagger_gives_the_tags_of_the_packed_docs(nlp):
     assert tagger.run(tagger.prepare(keys), chunk=2).tolist() == tagger.run(tagger.prepare(keys)).tolist()
 
 
+def test_near_ties_are_tagged_again_with_the_pipelines_arithmetic(nlp, monkeypatch):
+    """Whether no word, some, every word or only near ties go back through the pipeline's own
+    layers (thinc and BLIS), the tags are those of nlp.pipe on packed Docs."""
+    import meddevkg_core.phrases as phrases
+
+    keys = sorted({segment_key(t, a, b) for t, spans in (_segments(nlp, s) for s in SENTENCES) for a, b in spans})
+    reference = _tag_packed(keys, nlp, 1, 200)
+    for margin in (0.0, phrases.TIE_MARGIN, 0.3, 1e9):  # 0.3: a few of the words
+        monkeypatch.setattr(phrases, "TIE_MARGIN", margin)
+        assert SegmentTagger.of(nlp).tag(keys) == reference
+
+
 def test_segment_queue_tags_in_background_threads_like_at_once(nlp):
     keys = sorted({segment_key(t, a, b) for t, spans in (_segments(nlp, s) for s in SENTENCES) for a, b in spans})
     queue = SegmentQueue(nlp, n_threads=2)
