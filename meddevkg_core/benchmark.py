@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from meddevkg_core.baselines import (
@@ -31,6 +32,7 @@ from meddevkg_core.pipeline import LinkRun, Models, PreparedCorpus, Timer, link,
 from meddevkg_core.plots import plot_rank_distribution, plot_recall_volume
 from meddevkg_core.ranking import PipelineScorer
 from meddevkg_core.report import render_markdown
+from meddevkg_core.rerank import FEATURE_SETS
 
 CATEGORY_RULES: tuple[tuple[str, str], ...] = (
     ("pacemakers_icds", r"pacemaker|pacing|defibrillat|pulse generator|cardioverter|\bicd\b|\bcrt\b|resynchroni"),
@@ -55,8 +57,10 @@ def device_category(text: str) -> str:
     return "other"
 
 
-def _other_features_name(base: PipelineConfig) -> str:
-    return "extended_features" if base.rerank.features == "paper" else "paper_9_features"
+def _feature_variants(base: PipelineConfig) -> dict[str, PipelineConfig]:
+    """The same run with every other reranker feature set (rerank.FEATURE_SETS)."""
+    return {f"{name}_features": base.model_copy(update={"rerank": base.rerank.model_copy(update={"features": name})})
+            for name in FEATURE_SETS if name != base.rerank.features}
 
 
 def ablation_configs(base: PipelineConfig) -> dict[str, PipelineConfig]:
@@ -77,8 +81,9 @@ def ablation_configs(base: PipelineConfig) -> dict[str, PipelineConfig]:
         "entity_uniform_mid": with_candidates(entity_weighting="uniform_mid"),
         "entity_uniform_low": with_candidates(entity_weighting="uniform_low"),
         "paper_absolute_vector_bins": with_candidates(vector_mode="absolute"),
-        _other_features_name(base): base.model_copy(update={"rerank": base.rerank.model_copy(
-            update={"features": "extended" if base.rerank.features == "paper" else "paper"})}),
+        **_feature_variants(base),
+        "target_recall_0.90": base.model_copy(update={"rerank": base.rerank.model_copy(
+            update={"target_recall": 0.90})}),
     }
 
 
@@ -89,6 +94,25 @@ def hard_negative_fpr(links: pl.DataFrame, gold: pl.DataFrame) -> dict[str, floa
     kept = int(negatives["decision"].sum())
     return {"hard_negatives": negatives.height, "false_positives": kept,
             "fpr": kept / negatives.height if negatives.height else None}
+
+
+def hard_negative_fpr_at_recall(links: pl.DataFrame, gold: pl.DataFrame, recall: float) -> float | None:
+    """FPR on the hard negatives at the first cut-off whose recall over all gold pairs reaches `recall`.
+
+    A point of the out-of-fold ROC curve (the cut-off is read off the gold, so it is a measure of
+    the scores, not an operating point): immune pairs count as kept at every cut-off, gold the pool
+    missed as lost. None when the pool cannot reach that recall.
+    """
+    rows = (links.filter(pl.col("fda_id").is_in(gold["fda_id"].implode()))
+            .join(gold.select("fda_id", "pat_id", pl.lit(True).alias("_gold")), on=["fda_id", "pat_id"], how="left")
+            .select(pl.when(pl.col("immune")).then(float("inf")).otherwise(pl.col("probability").cast(pl.Float64))
+                    .alias("score"), pl.col("_gold").fill_null(False).alias("gold")))
+    need = int(np.ceil(recall * gold.height))
+    hits = rows.filter(pl.col("gold"))["score"].sort(descending=True)
+    negatives = rows.filter(~pl.col("gold"))["score"]
+    if need == 0 or hits.len() < need or negatives.len() == 0:
+        return None
+    return float((negatives >= hits[need - 1]).mean())
 
 
 def labeled_negative_fpr(links: pl.DataFrame, labeled: pl.DataFrame) -> dict[str, float | int | None]:
@@ -209,6 +233,7 @@ def run_benchmark(corpus: Corpus, models: Models, config: PipelineConfig, out: s
                      "cut-offs chosen on training devices' own out-of-fold scores (nested)"),
         "ranking": {name: {**r.metrics, **pairs_for_recall(r.curve)} for name, r in scorer_runs.items()},
         "link_set": {**_link_figures(evaluation), **hard_negative_fpr(main.links, gold),
+                     "fpr_at_recall_90": hard_negative_fpr_at_recall(main.links, gold, 0.90),
                      "labeled_pairs": labeled_negative_fpr(main.links, corpus.labeled_pairs),
                      "threshold_full_model": main.models.full.threshold},
         "ablations": ablations,

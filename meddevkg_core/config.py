@@ -81,10 +81,12 @@ class CandidateConfig(BaseModel, frozen=True):
     )
     rescue_anchor: bool = True
     same_company_min_score: float | None = Field(
-        default=35.0,
+        default=0.0,
         description=(
-            "Same-company pairs reach Stage 3 when S reaches this (the paper's graph stored "
-            "edges from S in (20, 40]); None disables the clause."
+            "Same-company pairs reach Stage 3 when S reaches this; None disables the clause. The paper's "
+            "graph stored edges from S in (20, 40] (35 here before issue 6). 0 admits every same-company "
+            "pair: 95% of gold pairs share a company, and on the training devices of every benchmark fold "
+            "only this setting kept >= 99% of their gold (S >= 35: 89-92%)."
         ),
     )
     device_block_size: int = 64
@@ -93,10 +95,12 @@ class CandidateConfig(BaseModel, frozen=True):
 class RerankConfig(BaseModel, frozen=True):
     """Stage 3: the XGBoost classifier, its training set and the decision rule."""
 
-    features: Literal["paper", "extended"] = Field(
-        default="paper",
-        description="paper: the 9 features of METHOD.md §4.2; extended: plus cosine z-scores, lexical "
-        "similarity, entity match count and the acquisition flag (rerank.EXTENDED_FEATURES).",
+    features: Literal["paper", "extended", "extended_corpus"] = Field(
+        default="extended",
+        description="paper: the 9 features of METHOD.md §4.2; extended: plus the cosine's z-score within the "
+        "device, lexical similarity, entity match count, the acquisition flag and the grant year against the "
+        "device's year (rerank.EXTENDED_FEATURES); extended_corpus: plus the cosine's z-score within the patent, "
+        "only right when Stage 2 runs over every device at once (rerank.CORPUS_FEATURES).",
     )
     n_estimators: int = 100
     max_depth: int = 4
@@ -106,7 +110,7 @@ class RerankConfig(BaseModel, frozen=True):
     seed: int = 42
     negatives_per_positive: int = 3
     outside_pool_negative_rate: float = Field(
-        default=0.0, ge=0.0, le=1.0,
+        default=0.1, ge=0.0, le=1.0,
         description="Share of out-of-pool pairs of gold devices added to training as easy negatives "
         "(out-of-pool gold is then added too), so the model ranks every pair, not only the pool.",
     )
@@ -122,7 +126,11 @@ class RerankConfig(BaseModel, frozen=True):
     immunity_same_company_min_cosine: float | None = Field(
         default=0.92, description="Immunity 1: same company and cosine at least this."
     )
-    immunity_tier_s_anchor: bool = Field(default=True, description="Immunity 2: Tier-S anchor rescue.")
+    immunity_tier_s_anchor: bool = Field(
+        default=False,
+        description="Immunity 2: Tier-S anchor rescue. Off since issue 6: on the training devices of every "
+        "benchmark fold it kept about 2,000 pairs below the cut-off for at most one gold pair.",
+    )
 
 
 class CrossEncoderConfig(BaseModel, frozen=True):

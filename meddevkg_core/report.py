@@ -60,7 +60,9 @@ def render_markdown(report: dict) -> str:
         f"Noise reduction of Stage 3 over Stage 2: {_fmt(link['noise_reduction'], True)}. "
         f"FPR on hard negatives (non-gold pool pairs of gold devices) at the operating point: "
         f"{_fmt(link['fpr'], True)} of {link['hard_negatives']}; on the labelled file's negatives: "
-        f"{_fmt(labeled.get('fpr'), True)} of {labeled.get('labeled_negatives', 0)}.",
+        f"{_fmt(labeled.get('fpr'), True)} of {labeled.get('labeled_negatives', 0)}. "
+        f"Out-of-fold ROC point: FPR on hard negatives at 90% recall of all gold pairs "
+        f"{_fmt(link.get('fpr_at_recall_90'), True)} (the ablation target_recall_0.90 is the nested operating point).",
         f"Paper: {PAPER['stage2']}; {PAPER['stage3']}; {PAPER['fpr']}.",
         "## Ablations (Stage 2 + 3 rerun on the same features)",
         _table(["variant", "pool share", "pool recall", "link share", "link recall", "FPR hard neg."], abl_rows),

@@ -1,7 +1,8 @@
-"""Stage 3: learned noise reduction with the paper's 9 features, evaluated leak-free.
+"""Stage 3: learned noise reduction, evaluated leak-free.
 
 The classifier is XGBoost over the Stage-2 score components, the cross-encoder score and three
-flags (METHOD.md §4.2; the cosine is kept as a float instead of a 2-dp string). Unlike the
+flags (the paper's 9 features, METHOD.md §4.2; the cosine is kept as a float instead of a 2-dp
+string), by default with the extended set on top (EXTENDED_FEATURES, pair_features). Unlike the
 paper, every probability reported for a gold device comes from a model that never saw that
 device (device-grouped folds), and every cut-off is chosen on training devices only.
 """
@@ -18,25 +19,35 @@ from sklearn.model_selection import GroupKFold
 
 from meddevkg_core import schemas
 from meddevkg_core.config import Admission, RerankConfig
+from meddevkg_core.pair_features import POOL_FEATURES, YEAR_FEATURES, with_derived_features
 
 FEATURES = (
     "score_company", "score_vector", "score_entity", "score_total", "ai_score",
     "has_tiers", "has_rescue", "is_same_company", "sim_raw",
 )
-EXTENDED_FEATURES = FEATURES + ("sim_z_device", "sim_z_patent", "lexical", "entity_matches", "company_via_deal")
-"""The paper's 9 plus where the cosine stands within the device and within the patent (z-scores),
-a lexical similarity, how many entity keys are shared (not only the best one), and whether the
-company match goes through an acquisition (METHOD.md §9 items 7, 10, 13)."""
+EXTENDED_FEATURES = FEATURES + ("sim_z_device", "lexical", "entity_matches", "company_via_deal", *YEAR_FEATURES,
+                                 *POOL_FEATURES)
+"""The paper's 9 plus where the cosine stands within the device (z-score), a lexical similarity,
+how many entity keys are shared (not only the best one), whether the company match goes through
+an acquisition (METHOD.md §9 items 7, 10, 13), the patent's grant year against the device's year
+(a same-company patent from another product generation is the commonest hard negative) and where
+the pair stands within its device's pool (pair_features). Every one is the same whichever devices
+a run scores together."""
+CORPUS_FEATURES = EXTENDED_FEATURES + ("sim_z_patent",)
+"""Plus where the cosine stands within the patent: its moments run over the devices of the Stage-2
+inputs, so the value is right in a run over every device (CLI, benchmark) but not in a run over
+some device partitions (Dagster), where a device's links would then depend on its batch."""
+FEATURE_SETS = {"paper": FEATURES, "extended": EXTENDED_FEATURES, "extended_corpus": CORPUS_FEATURES}
 RESCUES = (Admission.RESCUE_VECTOR.value, Admission.RESCUE_ANCHOR.value)
 
 
 def feature_names(cfg: RerankConfig) -> tuple[str, ...]:
-    return EXTENDED_FEATURES if cfg.features == "extended" else FEATURES
+    return FEATURE_SETS[cfg.features]
 
 
 def feature_frame(candidates: pl.DataFrame, ce_scores: pl.DataFrame | None) -> pl.DataFrame:
-    """Candidates with the 9 feature columns in the paper's order (ai_score null when absent)."""
-    df = candidates
+    """Candidates with every feature column (ai_score null when absent), derived ones included."""
+    df = with_derived_features(candidates)
     if ce_scores is not None and ce_scores.height:
         df = df.join(ce_scores.select("fda_id", "pat_id", "ai_score"), on=["fda_id", "pat_id"], how="left")
     else:
@@ -56,8 +67,10 @@ def matrix(features: pl.DataFrame, names: tuple[str, ...] = FEATURES) -> np.ndar
 def label_pairs(candidates: pl.DataFrame, gold: pl.DataFrame) -> pl.DataFrame:
     """Pairs of gold devices with label 1 for gold links, 0 for the rest (hard negatives).
 
-    `in_pool` (True when absent) tells Stage-2 pool rows from the out-of-pool training sample.
+    `in_pool` (True when absent) tells Stage-2 pool rows from the out-of-pool training sample. The
+    derived features (pair_features) are added when missing: stored training pairs do not hold them.
     """
+    candidates = with_derived_features(candidates)
     gold_devices = gold["fda_id"].unique().implode()
     marked = gold.select("fda_id", "pat_id", pl.lit(1, pl.Int8).alias("label"))
     if "in_pool" not in candidates.columns:
@@ -229,7 +242,8 @@ def apply_fold_models(features: pl.DataFrame, models: FoldModels) -> pl.DataFram
     model as before.
     """
     fold_sets = [set(devices) for devices, _ in models.folds]
-    if sum(map(len, fold_sets)) != len(set().union(*fold_sets)) or not _unique_pairs(features):
+    ordered = _sorted_by_pair(features)
+    if sum(map(len, fold_sets)) != len(set().union(*fold_sets)) or not _unique_pairs(features, ordered):
         return _apply_fold_models_by_parts(features, models)
     n = features.height
     prob = np.zeros(n, np.float32)
@@ -243,10 +257,25 @@ def apply_fold_models(features: pl.DataFrame, models: FoldModels) -> pl.DataFram
         out_of_fold[rows] = True
     rest = np.flatnonzero(~out_of_fold)
     prob[rest] = _predict(models.full, features, rest)
-    out = features.with_columns(pl.Series("probability", prob, pl.Float32),
-                                pl.Series("threshold", threshold, pl.Float32),
-                                pl.Series("out_of_fold", out_of_fold, pl.Boolean))
-    return out if _sorted_by_pair(features) else out.sort("fda_id", "pat_id")
+    out = features.with_columns(_chunked_like(features, [pl.Series("probability", prob, pl.Float32),
+                                                         pl.Series("threshold", threshold, pl.Float32),
+                                                         pl.Series("out_of_fold", out_of_fold, pl.Boolean)]))
+    return out if ordered else out.sort("fda_id", "pat_id")
+
+
+def _chunked_like(features: pl.DataFrame, columns: list[pl.Series]) -> list[pl.Series]:
+    """New columns cut at the chunk boundaries of `features` (zero-copy slices).
+
+    A frame whose columns are chunked differently is realigned, every column copied, by the next
+    `with_columns` with an expression (`decide`): at 16M pool rows that was a second pool in memory.
+    """
+    counts = features.n_chunks("all")
+    if not counts or max(counts) == 1 or min(counts) != max(counts):
+        return columns
+    lengths = [c.len() for c in features.get_column(features.columns[0]).get_chunks()]
+    starts = np.cumsum([0, *lengths[:-1]]).tolist()
+    return [pl.concat([s.slice(a, n) for a, n in zip(starts, lengths, strict=True)], rechunk=False)
+            for s in columns]
 
 
 PREDICT_ROWS = 1 << 20
@@ -263,21 +292,28 @@ def _predict(model: RerankerModel, features: pl.DataFrame, rows: np.ndarray) -> 
     return out
 
 
-def _unique_pairs(features: pl.DataFrame) -> bool:
-    """No null id and no pair twice (then sorting by pair gives one order, whatever the input order)."""
+def _unique_pairs(features: pl.DataFrame, ordered: bool | None = None) -> bool:
+    """No null id and no pair twice (then sorting by pair gives one order, whatever the input order).
+
+    `ordered`: `_sorted_by_pair(features)` when the caller has it already."""
     if features["fda_id"].null_count() or features["pat_id"].null_count():
         return False
-    if _sorted_by_pair(features):
+    if _sorted_by_pair(features) if ordered is None else ordered:
         return True
     return bool(features.select(pl.struct("fda_id", "pat_id").is_unique().all()).item())
 
 
-def _sorted_by_pair(features: pl.DataFrame) -> bool:
-    """Strictly increasing (fda_id, pat_id) from row to row."""
+def _sorted_by_pair(features: pl.DataFrame, chunk_rows: int = PREDICT_ROWS) -> bool:
+    """Strictly increasing (fda_id, pat_id) from row to row.
+
+    In slices of `chunk_rows` + 1 rows (each shares its last row with the next), so the shifted
+    copies of the id columns stay small."""
     f, p = pl.col("fda_id"), pl.col("pat_id")
     nf, np_ = f.shift(-1), p.shift(-1)
     ok = ((f < nf) | ((f == nf) & (p < np_))).fill_null(True)
-    return bool(features.select(f, p).select(ok.all()).item())
+    ids = features.select(f, p)
+    return all(ids.slice(start, chunk_rows + 1).select(ok.all()).item()
+               for start in range(0, max(ids.height - 1, 1), chunk_rows))
 
 
 def _apply_fold_models_by_parts(features: pl.DataFrame, models: FoldModels) -> pl.DataFrame:
@@ -336,9 +372,17 @@ def links_frame(decided: pl.DataFrame, chunk_rows: int = 1 << 20) -> pl.DataFram
                if c not in decided.columns]
     if missing:
         raise KeyError(missing[0])
-    pieces = [_evidence(decided.slice(start, chunk_rows)) for start in range(0, decided.height, chunk_rows)]
-    text = (pl.concat(pieces, rechunk=False) if pieces else pl.Series([], dtype=pl.String)).alias("evidence")
-    return schemas.conform(decided.with_columns(text), schemas.LINKS)
+    if decided.height == 0:
+        return schemas.conform(decided.with_columns(pl.Series("evidence", [], pl.String)), schemas.LINKS)
+    # each slice is finished as LINKS (its columns zero-copy slices of `decided`), so every column of
+    # the result is chunked alike: a text column chunked unlike the rest made the next expression
+    # realign (copy) the whole table
+    pieces = [_links_slice(decided.slice(start, chunk_rows)) for start in range(0, decided.height, chunk_rows)]
+    return pieces[0] if len(pieces) == 1 else pl.concat(pieces, rechunk=False)
+
+
+def _links_slice(decided: pl.DataFrame) -> pl.DataFrame:
+    return schemas.conform(decided.with_columns(_evidence(decided)), schemas.LINKS)
 
 
 def _evidence(df: pl.DataFrame) -> pl.Series:

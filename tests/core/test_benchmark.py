@@ -6,7 +6,7 @@ from dataclasses import replace
 import polars as pl
 import pytest
 
-from meddevkg_core.benchmark import device_category, run_benchmark
+from meddevkg_core.benchmark import device_category, hard_negative_fpr_at_recall, run_benchmark
 from meddevkg_core.companies import CompanyResolver
 from meddevkg_core.config import PipelineConfig, RerankConfig
 from meddevkg_core.corpus import read_corpus
@@ -85,3 +85,14 @@ def test_a_devices_own_gold_does_not_move_its_reported_figures(models, demo_run,
 ])
 def test_device_categories(text, category):
     assert device_category(text) == category
+
+
+def test_fpr_at_recall_is_a_point_of_the_out_of_fold_roc():
+    links = pl.DataFrame({"fda_id": ["A"] * 6 + ["B"], "pat_id": ["g1", "g2", "n1", "n2", "n3", "n4", "x"],
+                          "probability": [0.9, 0.4, 0.95, 0.5, 0.3, 0.1, 0.99],
+                          "immune": [False, False, False, False, False, True, False]})
+    gold = pl.DataFrame({"fda_id": ["A", "A", "A"], "pat_id": ["g1", "g2", "missed"]})
+    # 2 of 3 gold pairs are reachable: at 2/3 recall the cut-off is 0.4 (n1, n2 and immune n4 kept)
+    assert hard_negative_fpr_at_recall(links, gold, 0.6) == pytest.approx(3 / 4)
+    assert hard_negative_fpr_at_recall(links, gold, 0.3) == pytest.approx(2 / 4)  # cut-off 0.9: n1 and n4
+    assert hard_negative_fpr_at_recall(links, gold, 0.9) is None  # the pool lost the third gold pair

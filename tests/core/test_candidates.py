@@ -123,7 +123,7 @@ def _inputs(cfg):
 
 
 def test_pool_admission_rules_and_columns():
-    cfg = CandidateConfig(vector_mode="absolute", device_block_size=2)
+    cfg = CandidateConfig(vector_mode="absolute", device_block_size=2, same_company_min_score=35.0)
     pool = generate_candidates(_inputs(cfg), cfg)
     assert pool.schema == schemas.CANDIDATES
     rows = {(r["fda_id"], r["pat_id"]): r for r in pool.iter_rows(named=True)}

@@ -115,11 +115,12 @@ def test_decide_applies_cut_off_and_immunity_and_explains():
         .alias("admitted_by"))
     scored = features.with_columns(pl.lit(0.5, pl.Float32).alias("probability"),
                                    pl.lit(0.6, pl.Float32).alias("threshold"), pl.lit(True).alias("out_of_fold"))
-    links = links_frame(decide(scored, RerankConfig()))
+    links = links_frame(decide(scored, RerankConfig(immunity_tier_s_anchor=True)))
     assert links.schema == schemas.LINKS
     kept = links.filter(pl.col("decision"))
     assert kept["pat_id"].to_list() == ["1"] and kept["immune"].all()
     assert "p=0.500" in kept["evidence"][0] and "admitted=rescue_anchor" in kept["evidence"][0]
+    assert not decide(scored, RerankConfig())["decision"].any()  # the anchor immunity is off by default
 
 
 def test_training_needs_positives_and_negatives():
