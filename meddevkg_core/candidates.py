@@ -52,10 +52,13 @@ class Stage2Inputs:
         order as before. A null match_kind counts as "same", as before. Pairs naming an unknown
         device or patent are left out (before, an unknown patent raised a KeyError).
         """
-        cm = self.company_matches
-        rows = pl.DataFrame({"fda_id": self.device_ids, "_row": np.arange(len(self.device_ids), dtype=np.int64)})
-        cols = pl.DataFrame({"pat_id": self.patent_ids, "_col": np.arange(len(self.patent_ids), dtype=np.int64)})
-        cells = (cm.select("fda_id", "pat_id", (pl.col("match_kind") != "same").alias("_deal"))
+        cm = self.company_matches  # ids may also be Categorical (a compact table), compared as strings
+        rows = pl.DataFrame({"fda_id": self.device_ids, "_row": np.arange(len(self.device_ids), dtype=np.int32)},
+                            schema={"fda_id": pl.String, "_row": pl.Int32})
+        cols = pl.DataFrame({"pat_id": self.patent_ids, "_col": np.arange(len(self.patent_ids), dtype=np.int32)},
+                            schema={"pat_id": pl.String, "_col": pl.Int32})
+        cells = (cm.select(pl.col("fda_id").cast(pl.String), pl.col("pat_id").cast(pl.String),
+                           (pl.col("match_kind") != "same").alias("_deal"))
                  .with_row_index("_order")
                  .join(rows, on="fda_id", how="inner").join(cols, on="pat_id", how="inner")
                  .sort("_row", "_order"))
@@ -103,24 +106,49 @@ def vector_points(sim: np.ndarray, cfg: CandidateConfig) -> np.ndarray:
 
 @dataclass(frozen=True)
 class BlockScores:
-    """Every score component for a block of devices x all patents (dense, bounded by the block)."""
+    """Every score component for a block of devices x all patents (dense, bounded by the block).
+
+    The cosine z-scores are not stored: they are `sim` standardised by per-device and per-patent
+    moments, so `z_at` gives them for the selected pairs only (the same float32 arithmetic as the
+    dense `sim_z_device` / `sim_z_patent`, which are still there for callers that want every pair).
+    """
 
     device_ids: list[str]
     sim: np.ndarray
-    company: np.ndarray
-    vector: np.ndarray
+    company: np.ndarray  # float32 points
+    vector: np.ndarray  # int16 points (total = company + vector + entity is float32, the same sums)
     entity: np.ndarray
     entity_core: np.ndarray
     entity_tier_s: np.ndarray
     entity_matches: np.ndarray
     company_via_deal: np.ndarray
-    sim_z_device: np.ndarray
-    sim_z_patent: np.ndarray
     lexical: np.ndarray
+    device_mean: np.ndarray  # (devices of the block,) float32: each device's cosine mean over all patents
+    device_std: np.ndarray
+    patent_mean: np.ndarray  # (patents,) float32: each patent's cosine mean over all devices
+    patent_std: np.ndarray
 
     @property
     def total(self) -> np.ndarray:
         return self.company + self.vector + self.entity
+
+    @property
+    def sim_z_device(self) -> np.ndarray:
+        return (self.sim - self.device_mean[:, None]) / self.device_std[:, None]
+
+    @property
+    def sim_z_patent(self) -> np.ndarray:
+        return (self.sim - self.patent_mean) / self.patent_std
+
+    def total_at(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """`total[rows, cols]` without the dense sum (the same float32 additions, in the same order)."""
+        return self.company[rows, cols] + self.vector[rows, cols] + self.entity[rows, cols]
+
+    def z_at(self, rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`sim_z_device[rows, cols]` and `sim_z_patent[rows, cols]`, element for element."""
+        sim = self.sim[rows, cols]
+        return ((sim - self.device_mean[rows]) / self.device_std[rows],
+                (sim - self.patent_mean[cols]) / self.patent_std[cols])
 
 
 MAX_BLOCK_PAIRS = 1 << 24
@@ -151,8 +179,14 @@ def score_blocks(inputs: Stage2Inputs, cfg: CandidateConfig, device_ids: list[st
     for start in range(0, len(wanted), size):
         block = wanted[start:start + size]
         rows_all = [row_of[d] for d in block]
-        vecs = inputs.device_vectors[rows_all]
-        sim = np.clip(vecs @ inputs.patent_vectors.T, -1.0, 1.0).astype(np.float32)
+        # the scorers with the largest temporaries first, while little else of the block is alive
+        shape = (len(block), len(inputs.patent_ids))
+        lexical = (np.asarray(inputs.lexical.score_block(rows_all), np.float32) if inputs.lexical is not None
+                   else np.full(shape, np.nan, np.float32))
+        ent = inputs.entities.score_block(block)
+        sim = inputs.device_vectors[rows_all] @ inputs.patent_vectors.T
+        np.clip(sim, -1.0, 1.0, out=sim)
+        sim = sim.astype(np.float32, copy=False)
         comp = np.zeros(sim.shape, np.float32)
         via_deal = np.zeros(sim.shape, bool)
         for i, row in enumerate(rows_all):
@@ -160,12 +194,14 @@ def score_blocks(inputs: Stage2Inputs, cfg: CandidateConfig, device_ids: list[st
             if hi > lo:
                 comp[i, c_cols[lo:hi]] = cfg.company_points
                 via_deal[i, c_cols[lo:hi]] = c_deal[lo:hi]
-        ent = inputs.entities.score_block(block)
-        lexical = (np.asarray(inputs.lexical.score_block(rows_all), np.float32) if inputs.lexical is not None
-                   else np.full(sim.shape, np.nan, np.float32))
-        yield BlockScores(block, sim, comp, vector_points(sim, cfg).astype(np.float32), ent.score, ent.core,
-                          ent.tier_s, ent.matches, via_deal,
-                          (sim - d_mean[rows_all, None]) / d_std[rows_all, None], (sim - p_mean) / p_std, lexical)
+        scores = BlockScores(block, sim, comp, vector_points(sim, cfg), ent.score, ent.core,
+                             ent.tier_s, ent.matches, via_deal, lexical, d_mean[rows_all], d_std[rows_all],
+                             p_mean, p_std)
+        # drop this generator's own references before yielding, so the caller's `del` frees the block
+        # before the next one is scored (otherwise two blocks of dense arrays are alive at once)
+        del sim, comp, via_deal, ent, lexical
+        yield scores
+        del scores
         progress(start + len(block), len(wanted))
 
 
@@ -189,6 +225,7 @@ def block_frame(scores: BlockScores, patent_ids: list[str], rows: np.ndarray, co
                 reason: np.ndarray, names: list[Admission]) -> pl.DataFrame:
     """The selected pairs of a block as rows with every score component (admitted_by null if not)."""
     codes = reason[rows, cols]
+    z_device, z_patent = scores.z_at(rows, cols)
     labels = pl.Series([None] + [n.value for n in names], dtype=pl.String)
     return pl.DataFrame({
         "fda_id": pl.Series(scores.device_ids, dtype=pl.String).gather(rows),
@@ -197,12 +234,12 @@ def block_frame(scores: BlockScores, patent_ids: list[str], rows: np.ndarray, co
         "score_company": scores.company[rows, cols].astype(np.int16),
         "score_vector": scores.vector[rows, cols].astype(np.int16),
         "score_entity": scores.entity[rows, cols],
-        "score_total": scores.total[rows, cols],
+        "score_total": scores.total_at(rows, cols),
         "entity_matches": scores.entity_matches[rows, cols],
         "tier_s_match": scores.entity_tier_s[rows, cols],
         "company_via_deal": scores.company_via_deal[rows, cols],
-        "sim_z_device": scores.sim_z_device[rows, cols],
-        "sim_z_patent": scores.sim_z_patent[rows, cols],
+        "sim_z_device": z_device,
+        "sim_z_patent": z_patent,
         "lexical": scores.lexical[rows, cols],
         "admitted_by": labels.gather(codes.astype(np.int64)),
     })
@@ -211,26 +248,100 @@ def block_frame(scores: BlockScores, patent_ids: list[str], rows: np.ndarray, co
 def generate_candidates(inputs: Stage2Inputs, cfg: CandidateConfig, device_ids: list[str] | None = None,
                         progress: Progress = no_progress) -> pl.DataFrame:
     """The Stage-2 pool: admitted pairs with every score component and the admission reason."""
-    # Each block is finished where it is made (explanations, company path, schema) and split by
-    # device, each device's rows sorted by patent; the pool is those pieces in device order. So the
-    # full pool is never concatenated, joined and sorted again (three pool-sized copies at 698K).
-    company = inputs.company_matches.select("fda_id", "pat_id", "company_path")
+    # Each block is finished where it is made (explanations, company path, schema) with its rows in
+    # pool order (device, then patent id), and cut into one zero-copy slice per device; the pool is
+    # those slices in device order, copied once into one chunk per column, column by column. So the
+    # pool is never concatenated, joined or sorted whole (three pool-sized copies at 698K), and a
+    # block's rows are not copied again per device.
+    paths, company = _path_codes(inputs.company_matches)
+    rank = _patent_rank(inputs.patent_ids)
     parts: dict[str, list[pl.DataFrame]] = {}
+    unsorted: set[str] = set()  # devices whose rows still need sorting by patent
     for scores in score_blocks(inputs, cfg, device_ids, progress):
-        reason, names = admission(scores, cfg)
-        r, c = np.nonzero(reason)
-        if not len(r):
+        block = scores.device_ids
+        admitted = _admitted(scores, inputs, cfg, rank)
+        del scores  # the block's dense arrays go before the next block is scored
+        if admitted is None:
             continue
-        tier, detail, shared = inputs.entities.explain_block(scores.device_ids, r, c)
-        frame = (block_frame(scores, inputs.patent_ids, r, c, reason, names)
-                 .with_columns(tier.alias("entity_tier"), detail.alias("entity_detail"), shared.alias("shared_terms"))
-                 .join(company.filter(pl.col("fda_id").is_in(scores.device_ids)), on=["fda_id", "pat_id"], how="left"))
-        frame = schemas.conform(frame, schemas.CANDIDATES)
-        for (fda_id,), part in frame.partition_by("fda_id", as_dict=True).items():
-            parts.setdefault(fda_id, []).append(part)  # a device asked for twice keeps both copies, as before
+        frame, counts = admitted
+        matches = (company.filter(pl.col("fda_id").is_in(pl.Series(block, dtype=pl.String).implode()))
+                   .with_columns(pl.col("fda_id", "pat_id").cast(pl.String)))
+        path = frame.select("fda_id", "pat_id").join(matches, on=["fda_id", "pat_id"], how="left",
+                                                      maintain_order="left")
+        path = path.select(paths.gather(path["_path"]).alias("company_path"))
+        if path.height != frame.height:  # a pair listed twice in company_matches: one row per listing, as before
+            frame = schemas.conform(frame.join(matches.with_columns(paths.gather(matches["_path"]).alias(
+                "company_path")), on=["fda_id", "pat_id"], how="left"), schemas.CANDIDATES)
+            for (fda_id,), part in frame.partition_by("fda_id", as_dict=True).items():
+                parts.setdefault(fda_id, []).append(part)
+                unsorted.add(fda_id)
+            continue
+        frame = schemas.conform(frame.with_columns(path["company_path"]), schemas.CANDIDATES)
+        start = 0
+        for fda_id, n in zip(block, counts.tolist(), strict=True):
+            if n:
+                parts.setdefault(fda_id, []).append(frame.slice(start, n))  # a device asked for twice keeps both
+                start += n
+        del frame, path, matches
     if not parts:
         return schemas.empty(schemas.CANDIDATES)
-    return pl.concat([_by_patent(parts.pop(d)) for d in sorted(parts)], rechunk=False)
+    pieces = [_by_patent(parts.pop(d)) if d in unsorted or len(parts[d]) > 1 else parts.pop(d)[0]
+              for d in sorted(parts)]
+    return _one_chunk(pieces)  # empties `pieces` column by column
+
+
+def _path_codes(company_matches: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame]:
+    """The distinct company paths (a String series in one small buffer), and the matches as fda_id,
+    pat_id and `_path`, a code into them (null where the path is). The pool's company_path is then
+    views into that buffer, not a copy of the text per block or per row."""
+    path = company_matches["company_path"]
+    distinct = path.drop_nulls().unique(maintain_order=True)
+    codes = path.to_frame("company_path").join(distinct.to_frame("company_path").with_row_index("_path"),
+                                               on="company_path", how="left", maintain_order="left")["_path"]
+    paths = pl.Series("company_path", distinct.cast(pl.String).to_list(), dtype=pl.String)
+    return paths, company_matches.select("fda_id", "pat_id", codes.alias("_path"))
+
+
+def _patent_rank(patent_ids: list[str]) -> np.ndarray | None:
+    """Position of each patent column in pat_id order (the pool's order within a device); None
+    when the columns are in that order already."""
+    order = pl.Series(patent_ids, dtype=pl.String).arg_sort().to_numpy()
+    if np.array_equal(order, np.arange(len(order))):
+        return None
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order))
+    return rank
+
+
+def _admitted(scores: BlockScores, inputs: Stage2Inputs, cfg: CandidateConfig, rank: np.ndarray | None
+              ) -> tuple[pl.DataFrame, np.ndarray] | None:
+    """The admitted pairs of a block with their explanations, ordered by block row and then pat_id,
+    and the number of rows of each block row (None when nothing is admitted)."""
+    reason, names = admission(scores, cfg)
+    r, c = np.nonzero(reason)  # by block row, then column
+    if not len(r):
+        return None
+    if rank is not None:
+        order = np.lexsort((rank[c], r))
+        r, c = r[order], c[order]
+    tier, detail, shared = inputs.entities.explain_block(scores.device_ids, r, c)
+    frame = (block_frame(scores, inputs.patent_ids, r, c, reason, names)
+             .with_columns(tier.alias("entity_tier"), detail.alias("entity_detail"), shared.alias("shared_terms")))
+    return frame, np.bincount(r, minlength=len(scores.device_ids))
+
+
+def _one_chunk(pieces: list[pl.DataFrame]) -> pl.DataFrame:
+    """The pieces stacked into one chunk per column, column by column: a pool-sized rechunk at once
+    would hold two copies of the pool; this holds the pieces plus one column (the pieces are dropped
+    from `pieces` in place as their columns are copied). One chunk per column also keeps a later
+    `with_columns` from realigning (copying) the whole pool."""
+    columns = []
+    for name in pieces[0].columns:
+        columns.append(pl.concat([p.get_column(name) for p in pieces], rechunk=True))
+        for i, p in enumerate(pieces):
+            pieces[i] = p.drop(name)
+    pieces.clear()
+    return pl.DataFrame(columns)
 
 
 def _by_patent(parts: list[pl.DataFrame]) -> pl.DataFrame:

@@ -52,7 +52,7 @@ class DocKeys:
 
     def __init__(self, table: pl.DataFrame, index: pl.DataFrame, family_rows: pl.DataFrame):
         self.table = table  # row k: tier, key, points, core, category, weight
-        self.index = index  # doc_id, k (unique pairs)
+        self.index = index  # doc_id, k (Int32; unique pairs)
         self.family_rows = family_rows  # doc_id, parent, concept_id (unique rows)
 
     @cached_property
@@ -124,10 +124,10 @@ def _doc_keys(mentions: pl.DataFrame, ontology: Ontology, cfg: CandidateConfig) 
     table = pl.concat([s_table, a_table])
     n_s = s_table.height
     index = pl.concat([
-        by_norm.select(pl.int_range(n_s, dtype=pl.Int64).alias("k"), "doc_id").explode("doc_id", empty_as_null=True)
+        by_norm.select(pl.int_range(n_s, dtype=pl.Int32).alias("k"), "doc_id").explode("doc_id", empty_as_null=True)
         .select("doc_id", "k"),
         with_concept.join(pl.DataFrame({"concept_id": a_table["key"],
-                                        "k": np.arange(n_s, n_s + a_table.height, dtype=np.int64)}),
+                                        "k": np.arange(n_s, n_s + a_table.height, dtype=np.int32)}),
                           on="concept_id").select("doc_id", "k"),
     ])
     parents = pl.DataFrame({"concept_id": concepts, "parent": [family_of(c) for c in concepts]},
@@ -212,8 +212,9 @@ class EntityMatcher:
 
     def _build(self, device_keys: DocKeys, patent_keys: DocKeys, patent_ids: list[str], cfg: CandidateConfig) -> None:
         self._cfg = cfg
+        # The patents' DocKeys is not kept (its tables are about 0.6 GB at 698K patents): explain and
+        # shared_terms read the patent matrices, as explain_block does.
         self._device_keys = device_keys
-        self._patent_keys = patent_keys
         self._patent_ids = patent_ids
         # The vocabulary of a group: its patent keys in table order, then the device keys no patent
         # holds. (A column order changes no score: the products count shared keys.)
@@ -259,6 +260,9 @@ class EntityMatcher:
         self._patent_mats_t = self._matrices(patent_ids, patent_keys, transposed=True)
         for m in self._patent_mats_t.values():
             m.sort_indices()
+        if device_keys is not patent_keys:  # build-only state of the patent side (blocks read device keys)
+            del self._slots[id(patent_keys)]
+            patent_keys.__dict__.pop("family_groups", None)  # a cache, rebuilt if ever asked for again
 
     def _matrices(self, ids: list[str], dk: DocKeys, transposed: bool = False) -> dict[object, sparse.csr_matrix]:
         """One incidence matrix (documents x vocabulary) per key group, plus "family" and "single";
@@ -290,6 +294,8 @@ class EntityMatcher:
         return out
 
     def score_block(self, device_ids: list[str]) -> EntityScores:
+        """Dense arrays for the block, filled from the sparse products (only shared keys are touched,
+        so the work and the temporaries follow the matches, not the block's pair count)."""
         n_d, n_p = len(device_ids), len(self._patent_ids)
         dev = self._matrices(device_ids, self._device_keys)
         score = np.zeros((n_d, n_p), np.float32)
@@ -297,37 +303,52 @@ class EntityMatcher:
         tier_s = np.zeros((n_d, n_p), bool)
         matches = np.zeros((n_d, n_p), np.int32)
         for g in self._groups:
-            shared = (dev[g] @ self._patent_mats_t[g]).toarray()
+            rows, cols, shared = _entries(dev[g] @ self._patent_mats_t[g])
+            matches[rows, cols] += shared.astype(np.int32)
             hit = shared > 0
-            np.maximum(score, np.where(hit, np.float32(g[0]), 0), out=score)
+            rows, cols = rows[hit], cols[hit]
+            score[rows, cols] = np.maximum(score[rows, cols], np.float32(g[0]))
             if g[1]:
-                core |= hit
+                core[rows, cols] = True
             if g[2] == "S":
-                tier_s |= hit
-            matches += shared.astype(np.int32)
-        families = (dev["family"] @ self._patent_mats_t["family"]).toarray()
-        degenerate = (dev["single"] @ self._patent_mats_t["single"]).toarray()
-        tier_b = (families - degenerate) > 0
+                tier_s[rows, cols] = True
+        families = dev["family"] @ self._patent_mats_t["family"]
+        degenerate = dev["single"] @ self._patent_mats_t["single"]
+        rows, cols, diff = _entries(families - degenerate)
+        keep = diff > 0
+        rows, cols = rows[keep], cols[keep]
         b_points = UNIFORM_ENTITY_POINTS.get(self._cfg.entity_weighting, self._cfg.tier_b_points)
-        np.maximum(score, np.where(tier_b, np.float32(b_points), 0), out=score)
-        matches += tier_b
+        score[rows, cols] = np.maximum(score[rows, cols], np.float32(b_points))
+        matches[rows, cols] += 1
         return EntityScores(score, core, tier_s, np.minimum(matches, np.iinfo(np.int16).max).astype(np.int16))
 
     def explain(self, fda_id: str, pat_id: str) -> tuple[str, str]:
-        """The best single match of a pair as (tier, evidence text); ("none", "") without one."""
-        d = self._device_keys.keys.get(fda_id, set())
-        p = self._patent_keys.keys.get(pat_id, set())
-        shared = sorted((k for k in d & p), key=lambda k: (-k.points, k.tier, k.key))
-        best = (shared[0].points, shared[0].tier, shared[0].label) if shared else None
-        parent = _shared_family(self._device_keys.family.get(fda_id, {}), self._patent_keys.family.get(pat_id, {}))
-        if parent and (best is None or self._cfg.tier_b_points > best[0]):
-            return "B", f"TierB:via_{parent}"
-        return (best[1], best[2]) if best else ("none", "")
+        """The best single match of a pair as (tier, evidence text); ("none", "") without one.
+
+        Read from the patent matrices, as `explain_block` (so for the patents of `patent_ids`; the
+        patents' own key tables are not kept after construction)."""
+        col = self._patent_column.get(pat_id)
+        if col is None:
+            return "none", ""
+        tier, detail, _ = self.explain_block([fda_id], np.zeros(1, np.int64), np.array([col], np.int64))
+        return tier[0], detail[0]
 
     def shared_terms(self, fda_id: str, pat_id: str) -> list[str]:
-        d = self._device_keys.keys.get(fda_id, set())
-        p = self._patent_keys.keys.get(pat_id, set())
-        return sorted(k.key for k in d & p if k.tier == "S")
+        col = self._patent_column.get(pat_id)
+        if col is None:
+            return []
+        shared = []
+        for k in self._device_keys.keys.get(fda_id, ()):
+            column = self._column.get((k.points, k.core, k.tier, k.key))
+            group = (k.points, k.core, k.tier)
+            if k.tier == "S" and column is not None and len(_positions(np.array([col], np.int64),
+                                                                       self._patents_with(group, column))):
+                shared.append(k.key)
+        return sorted(shared)
+
+    @cached_property
+    def _patent_column(self) -> dict[str, int]:
+        return {p: i for i, p in enumerate(self._patent_ids)}
 
     def _patents_with(self, group: object, column: int) -> np.ndarray:
         m = self._patent_mats_t[group]
@@ -410,14 +431,30 @@ class EntityMatcher:
         inverse[order] = np.arange(n)
         code = code[inverse]
         # shared_terms(): the shared Tier-S keys of each pair, sorted, joined by "|"
-        shared = pl.Series("term", [""], dtype=pl.String).gather(np.zeros(n, np.int64))
+        # as codes into the distinct joined strings, so every pair's value is a view into one small
+        # buffer (a scatter of the joined strings kept a copy of the text per pair: 11 bytes a pool row)
+        values: list[str] = [""]
+        shared_code = np.zeros(n, np.int64)
         if s_pos:
             term = pl.Series([k.key for k in keys], dtype=pl.String).gather(np.concatenate(s_term))
             joined = (pl.DataFrame({"pos": order[np.concatenate(s_pos)], "term": term}).sort("pos", "term")
                       .group_by("pos", maintain_order=True).agg(pl.col("term").str.join("|")))
-            shared = shared.scatter(joined["pos"].to_numpy(), joined["term"])
+            distinct = joined["term"].unique(maintain_order=True)
+            shared_code[joined["pos"].to_numpy()] = joined.select("term").join(
+                distinct.to_frame().with_row_index("_code", offset=1), on="term", how="left",
+                maintain_order="left")["_code"].to_numpy()
+            values += distinct.to_list()  # rebuilt from Python: a buffer of the distinct strings only
+        shared = pl.Series("shared_terms", values, dtype=pl.String).gather(shared_code)
         return (tiers.gather(code).alias("entity_tier"), details.gather(code).alias("entity_detail"),
                 shared.alias("shared_terms"))
+
+
+def _entries(product: sparse.spmatrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(row, column, value) of every stored entry of a sparse product, no position twice."""
+    m = product.tocsr()
+    m.sum_duplicates()
+    rows = np.repeat(np.arange(m.shape[0], dtype=np.int64), np.diff(m.indptr))
+    return rows, m.indices.astype(np.int64), m.data
 
 
 def _positions(targets: np.ndarray, members: np.ndarray) -> np.ndarray:
@@ -431,10 +468,3 @@ def _positions(targets: np.ndarray, members: np.ndarray) -> np.ndarray:
         return at[targets[at] == members].astype(np.int64)
     at = np.minimum(np.searchsorted(members, targets), len(members) - 1)
     return np.flatnonzero(members[at] == targets)
-
-
-def _shared_family(d: dict[str, set[str]], p: dict[str, set[str]]) -> str | None:
-    for parent in sorted(set(d) & set(p)):
-        if len(d[parent] | p[parent]) >= 2:
-            return parent
-    return None

@@ -133,6 +133,34 @@ class StageMeter:
 
 
 @dataclass(frozen=True)
+class Mentions:
+    """Entity mentions held as codes: one row per document and norm (11M at 698K patents).
+
+    `frame()` is the table Stage 2 reads (doc_id, norm, concept_id as strings); held as three int32
+    codes into the distinct values it takes 12 bytes a row instead of three 16-byte string views
+    plus the text, and the table is only made while the entity index is built.
+    """
+
+    doc_ids: pl.Series  # String, one per document
+    norms: pl.Series  # String, distinct
+    concepts: pl.Series  # String, distinct (a null among them)
+    doc: np.ndarray  # int32 codes, one per mention
+    norm: np.ndarray
+    concept: np.ndarray
+
+    @property
+    def height(self) -> int:
+        return len(self.doc)
+
+    def frame(self) -> pl.DataFrame:
+        return pl.DataFrame({"doc_id": self.doc_ids.gather(self.doc), "norm": self.norms.gather(self.norm),
+                             "concept_id": self.concepts.gather(self.concept)})
+
+    def concept_share(self) -> float:
+        return float(self.concepts.is_not_null().gather(self.concept).mean() or 0)
+
+
+@dataclass(frozen=True)
 class SyntheticCorpus:
     """Everything Stage 2 reads, generated without any model."""
 
@@ -140,23 +168,33 @@ class SyntheticCorpus:
     patent_ids: list[str]
     device_vectors: np.ndarray
     patent_vectors: np.ndarray
-    device_mentions: pl.DataFrame  # doc_id, norm, concept_id (one row per document and norm)
-    patent_mentions: pl.DataFrame
-    company_matches: pl.DataFrame  # fda_id, pat_id, match_kind, company_path
+    device_mention_codes: Mentions
+    patent_mention_codes: Mentions
+    company_matches: pl.DataFrame  # fda_id, pat_id (strings), match_kind, company_path (categorical)
     device_chars: np.ndarray
     patent_chars: np.ndarray
     lexical: TfidfScorer | None
     device_topics: np.ndarray
     patent_topics: np.ndarray
 
+    @property
+    def device_mentions(self) -> pl.DataFrame:
+        """doc_id, norm, concept_id (one row per document and norm), made on each call."""
+        return self.device_mention_codes.frame()
+
+    @property
+    def patent_mentions(self) -> pl.DataFrame:
+        """doc_id, norm, concept_id (one row per document and norm), made on each call."""
+        return self.patent_mention_codes.frame()
+
     def stats(self) -> dict[str, Any]:
-        dm, pm = self.device_mentions, self.patent_mentions
+        dm, pm = self.device_mention_codes, self.patent_mention_codes
         return {
             "mentions_per_patent": round(pm.height / max(len(self.patent_ids), 1), 2),
             "mentions_per_device": round(dm.height / max(len(self.device_ids), 1), 2),
-            "patent_concept_share": round(float(pm["concept_id"].is_not_null().mean() or 0), 3),
-            "device_concept_share": round(float(dm["concept_id"].is_not_null().mean() or 0), 3),
-            "distinct_norms": int(pl.concat([dm["norm"], pm["norm"]]).n_unique()),
+            "patent_concept_share": round(pm.concept_share(), 3),
+            "device_concept_share": round(dm.concept_share(), 3),
+            "distinct_norms": int(pl.concat([dm.norms, pm.norms]).n_unique()),
             "company_match_pairs": self.company_matches.height,
             "mean_patent_chars": round(float(self.patent_chars.mean()), 1),
             "mean_device_chars": round(float(self.device_chars.mean()), 1),
@@ -281,7 +319,7 @@ def _vocab(onto: Ontology, n_words: int) -> _Vocab:
 def _mentions(rng: np.random.Generator, onto: Ontology, vocab: _Vocab, doc_ids: list[str], topics: np.ndarray,
               subtopics: np.ndarray,
               mean: float, sd: float, concept_share: float, n_common: int, free_s: float, rare_share: float,
-              onto_word_per_mille: int, norm_cache: dict[int, str]) -> pl.DataFrame:
+              onto_word_per_mille: int, norm_cache: dict[int, str]) -> Mentions:
     n_docs = len(doc_ids)
     p = mean / (sd * sd)  # negative binomial with this mean and sd (numpy: failures before r successes)
     counts = np.maximum(rng.negative_binomial(mean * p / (1 - p), p, n_docs), 1)
@@ -335,12 +373,21 @@ def _mentions(rng: np.random.Generator, onto: Ontology, vocab: _Vocab, doc_ids: 
             t, m = divmod(v - n_terms, n_mod)
             norms.append(f"{_MODIFIERS[m]} {vocab.term_norms[t]}")
             concepts.append(onto.lookup(norms[-1]) or onto.lookup(vocab.term_norms[t]))
-    frame = pl.DataFrame({
-        "doc_id": pl.Series(doc_ids, dtype=pl.String).gather(doc),
-        "norm": pl.Series(norms, dtype=pl.String).gather(inverse.ravel()),
-        "concept_id": pl.Series(concepts, dtype=pl.String).gather(inverse.ravel()),
-    })
-    return frame.unique(["doc_id", "norm"], keep="first", maintain_order=True)
+    # one row per document and norm *text* (two codes can give the same text), the first one kept,
+    # in mention order: the table of `frame.unique(["doc_id", "norm"], keep="first", maintain_order=True)`
+    norm_of = _first_ids(norms)[inverse.ravel()]
+    concept_of = _first_ids(concepts)[inverse.ravel()]
+    _, first = np.unique(doc.astype(np.int64) * (int(norm_of.max(initial=0)) + 1) + norm_of, return_index=True)
+    keep = np.sort(first)
+    return Mentions(pl.Series(doc_ids, dtype=pl.String), pl.Series(list(dict.fromkeys(norms)), dtype=pl.String),
+                    pl.Series(list(dict.fromkeys(concepts)), dtype=pl.String), doc[keep].astype(np.int32),
+                    norm_of[keep], concept_of[keep])
+
+
+def _first_ids(values: list) -> np.ndarray:
+    """int32 id of each value: its position among the distinct values in order of first appearance."""
+    ids: dict = {}
+    return np.fromiter((ids.setdefault(v, len(ids)) for v in values), np.int32, len(values))
 
 
 def _companies(rng: np.random.Generator, device_ids: list[str], patent_ids: list[str],
@@ -358,9 +405,12 @@ def _companies(rng: np.random.Generator, device_ids: list[str], patent_ids: list
                                        "company_path": pl.String}, orient="row")
     devices = pl.DataFrame({"fda_id": device_ids, "dev_c": dev_company.astype(np.int64)})
     patents = pl.DataFrame({"pat_id": patent_ids, "pat_c": pat_company.astype(np.int64)})
+    # match_kind (3 values) and company_path (a few dozen) as Categorical: 4 bytes a row instead of a
+    # 16-byte string view (Stage 2 reads them as strings); 6M rows at 698K patents
     return (devices.join(link, on="dev_c").join(patents, on="pat_c")
             .select("fda_id", "pat_id", "match_kind", "company_path")
-            .unique(["fda_id", "pat_id"], keep="first", maintain_order=True))
+            .unique(["fda_id", "pat_id"], keep="first", maintain_order=True)
+            .with_columns(pl.col("match_kind", "company_path").cast(pl.Categorical)))
 
 
 def _tfidf(rng: np.random.Generator, chars: np.ndarray, topics: np.ndarray, vocab_size: int,
@@ -420,7 +470,10 @@ def synthetic_corpus(n_patents: int = PAPER_PATENTS, n_devices: int = PAPER_DEVI
         say("tf-idf")
         pat_tfidf, idf = _tfidf(rng, patent_chars, p_topic, 200_000, None)
         dev_tfidf, _ = _tfidf(rng, device_chars, d_topic, 200_000, idf)
-        scorer = TfidfScorer(devices=dev_tfidf, patents=pat_tfidf)
+        # the patents column-major: the scorer's by-term matrix (`patents.T.tocsr()`) is then that same
+        # storage, not a second copy (the same sorted entries, so the same scores)
+        scorer = TfidfScorer(devices=dev_tfidf, patents=pat_tfidf.tocsc())
+        del pat_tfidf
     return SyntheticCorpus(device_ids, patent_ids, device_vectors, patent_vectors, device_mentions,
                            patent_mentions, company, device_chars, patent_chars, scorer, d_topic, p_topic)
 
@@ -451,6 +504,23 @@ def synthetic_gold(pool: pl.DataFrame, n_devices: int = 54, per_device: int = 8,
             .select("fda_id", "pat_id").sort("fda_id", "pat_id"))
 
 
+LINKS_SLICE_ROWS = 1 << 20
+"""Rows of LINKS made at a time by the benchmark (see links_digest)."""
+
+
+def links_digest(decided: pl.DataFrame, slice_rows: int = LINKS_SLICE_ROWS) -> str:
+    """`links_frame` over every row of `decided`, slice by slice: each slice's LINKS rows (the
+    evidence string of every pair included) are made, hashed and dropped, as a pipeline writing
+    LINKS out in parts would do, so the 16M evidence strings (about 2 GB) are never all held at
+    once. The digest covers every row and column in order, whatever `slice_rows` is."""
+    h = hashlib.sha256()
+    for start in range(0, decided.height, slice_rows):
+        part = links_frame(decided.slice(start, slice_rows))
+        h.update(part.hash_rows(seed=0).to_numpy().tobytes())
+        del part
+    return h.hexdigest()[:16]
+
+
 def pool_digest(pool: pl.DataFrame) -> str:
     """A content hash of a pool (sorted by pair), so two runs can be compared by one string.
 
@@ -471,14 +541,16 @@ def run_scale_bench(n_patents: int = PAPER_PATENTS, n_devices: int = PAPER_DEVIC
                     runs: int = 1, block_size: int | None = None, lexical: bool = True,
                     config: PipelineConfig | None = None, links_rows: int | None = None,
                     progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Generate the synthetic corpus once, then time Stage 2 and Stage 3 `runs` times (medians).
+    """Generate the synthetic corpus once, then time Stage 2 `runs` times, then Stage 3 `runs` times
+    on the pool (medians; the corpus is released between the two, Stage 3 does not read it).
 
     Stage 2 = building the entity index (`stage2_index`) and `generate_candidates` over every
     device (`stage2`); Stage 3 = `feature_frame` + `apply_fold_models` + `decide` on the whole
     pool (`stage3`). The reranker is trained once on synthetic gold (`stage3_train`, not in
     stage 3). `links_frame` (the LINKS table with an evidence string per pool row) is timed on the
-    whole pool (`stage3_links_frame`), or on `links_rows` sampled rows scaled linearly to the pool
-    (labelled as such) when `links_rows` is given and smaller.
+    whole pool (`stage3_links_frame`), made in slices of LINKS_SLICE_ROWS rows that are hashed and
+    dropped (`links_digest`), or on `links_rows` sampled rows scaled linearly to the pool (labelled
+    as such) when `links_rows` is given and smaller.
     """
     say = progress or (lambda _: None)
     config = config or PipelineConfig()
@@ -490,8 +562,7 @@ def run_scale_bench(n_patents: int = PAPER_PATENTS, n_devices: int = PAPER_DEVIC
     meter = StageMeter(say)
     corpus = meter("generate", synthetic_corpus, n_patents, n_devices, seed, lexical=lexical, ontology=onto,
                    progress=say)
-    per_run: list[dict[str, float]] = []
-    models = None
+    per_run: list[dict[str, float]] = [{} for _ in range(runs)]
     pool = None
     result: dict[str, Any] = {}
     for run in range(runs):
@@ -500,26 +571,33 @@ def run_scale_bench(n_patents: int = PAPER_PATENTS, n_devices: int = PAPER_DEVIC
         inputs = m("stage2_index", stage2_inputs, corpus, config, onto)
         pool = m("stage2", generate_candidates, inputs, cfg)
         del inputs  # the entity index is not needed by Stage 3
-        if models is None:
-            gold = synthetic_gold(pool, seed=seed)
-            models = m("stage3_train", fit_fold_models, feature_frame(pool.filter(
-                pl.col("fda_id").is_in(gold["fda_id"].unique().implode())), None), gold, config.rerank)
-            result["stage3_train_s"] = m.seconds["stage3_train"]
-            result["stage3_train_peak_rss_mb"] = m.peak_mb["stage3_train"]
-            result["gold_links"] = gold.height
+        per_run[run] |= _stage_row(m)
+        say(f"run {run + 1}/{runs}: stage2 {m.seconds['stage2']:.1f}s")
+    assert pool is not None
+    corpus_stats = corpus.stats()
+    # Stage 3 reads the pool and the trained models only: the synthetic corpus (vectors, mentions,
+    # company table, TF-IDF; about 2 GB at 698K patents) is released before it, as any intermediate
+    # no later step reads. (So every Stage 2 run comes first, then every Stage 3 run on the pool.)
+    del corpus
+    gold = synthetic_gold(pool, seed=seed)
+    m = StageMeter(say)
+    models = m("stage3_train", fit_fold_models, feature_frame(pool.filter(
+        pl.col("fda_id").is_in(gold["fda_id"].unique().implode())), None), gold, config.rerank)
+    result["stage3_train_s"] = m.seconds["stage3_train"]
+    result["stage3_train_peak_rss_mb"] = m.peak_mb["stage3_train"]
+    result["gold_links"] = gold.height
+    for run in range(runs):
+        m = StageMeter(say)
         decided = m("stage3", _stage3, pool, models, config)
         sample = decided if links_rows is None or decided.height <= links_rows else decided.sample(links_rows,
                                                                                                    seed=seed)
-        m("stage3_links_frame", links_frame, sample)
-        row = {f"{k}_s": v for k, v in m.seconds.items() if k != "stage3_train"}
-        row |= {f"{k}_peak_rss_mb": v for k, v in m.peak_mb.items() if k != "stage3_train"}
-        row |= {f"{k}_start_rss_mb": v for k, v in m.start_mb.items() if k != "stage3_train"}
+        result["links_digest"] = m("stage3_links_frame", links_digest, sample)
+        row = per_run[run] | _stage_row(m)
         row["stage3_links_frame_rows"] = sample.height
         row["links_decided"] = int(decided["decision"].sum())
-        per_run.append(row)
+        per_run[run] = row
         say(f"run {run + 1}/{runs}: stage2 {row['stage2_s']:.1f}s, stage3 {row['stage3_s']:.1f}s")
         del decided, sample
-    assert pool is not None
     med = {k: _median([r[k] for r in per_run]) for k in per_run[0]}
     pairs = n_patents * n_devices
     links_scale = pool.height / max(med["stage3_links_frame_rows"], 1)
@@ -536,6 +614,7 @@ def run_scale_bench(n_patents: int = PAPER_PATENTS, n_devices: int = PAPER_DEVIC
         "stage3_pool_rows_per_s": round(pool.height / med["stage3_s"]) if med["stage3_s"] else None,
         "stage3_links_frame_s_measured": med["stage3_links_frame_s"],
         "stage3_links_frame_rows_measured": int(med["stage3_links_frame_rows"]),
+        "stage3_links_frame_slice_rows": LINKS_SLICE_ROWS,
         "stage3_links_frame_s_extrapolated": round(med["stage3_links_frame_s"] * links_scale, 1)
         if links_scale > 1 else None,
         **result,
@@ -551,9 +630,15 @@ def run_scale_bench(n_patents: int = PAPER_PATENTS, n_devices: int = PAPER_DEVIC
         "max_rss_mb": max([*_med_peaks(med), meter.peak_mb["generate"], result.get("stage3_train_peak_rss_mb", 0.0)]),
         "per_run_s": {k: [r[k] for r in per_run] for k in ("stage2_index_s", "stage2_s", "stage3_s")},
         "pool_digest": pool_digest(pool),
-        "corpus": corpus.stats(),
+        "corpus": corpus_stats,
     }
     return result
+
+
+def _stage_row(m: StageMeter) -> dict[str, float]:
+    row = {f"{k}_s": v for k, v in m.seconds.items()}
+    row |= {f"{k}_peak_rss_mb": v for k, v in m.peak_mb.items()}
+    return row | {f"{k}_start_rss_mb": v for k, v in m.start_mb.items()}
 
 
 def _med_peaks(med: dict[str, float]) -> list[float]:

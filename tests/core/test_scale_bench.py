@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import numpy as np
@@ -9,10 +10,12 @@ import polars as pl
 import pytest
 
 from meddevkg_core import candidates, scale_bench
+from meddevkg_core.baselines import TfidfScorer
 from meddevkg_core.candidates import Stage2Inputs, generate_candidates, max_devices_per_block
-from meddevkg_core.config import CandidateConfig, PipelineConfig
+from meddevkg_core.config import CandidateConfig, PipelineConfig, RerankConfig
 from meddevkg_core.entity_match import EntityMatcher, _TierSCategory, doc_keys
 from meddevkg_core.ontology import load_meddevonto
+from meddevkg_core.rerank import apply_fold_models, decide, feature_frame, fit_fold_models, links_frame
 from tests.core import _stage2_before as before
 
 ONTO = load_meddevonto()
@@ -103,8 +106,10 @@ def test_pair_budget_bounds_the_block() -> None:
 ])
 def test_results_identical_to_the_implementation_before_the_scale_work(corpus: scale_bench.SyntheticCorpus,
                                                                        cfg: CandidateConfig) -> None:
-    # company matches listed twice with different kinds: the later row must win, as before
-    company = pl.concat([corpus.company_matches, corpus.company_matches.head(50).with_columns(
+    # company matches listed twice with different kinds: the later row must win, as before (as strings,
+    # the pipeline's dtype, which the old implementation was written for)
+    strings = corpus.company_matches.with_columns(pl.col("match_kind", "company_path").cast(pl.String))
+    company = pl.concat([strings, strings.head(50).with_columns(
         pl.when(pl.col("match_kind") == "same").then(pl.lit("acquired")).otherwise(pl.lit("same"))
         .alias("match_kind"))])
     old_matcher = before.EntityMatcher(before.doc_keys(corpus.device_mentions, ONTO, cfg),
@@ -136,18 +141,24 @@ def test_doc_keys_identical_to_before(corpus: scale_bench.SyntheticCorpus, cfg: 
 
 
 def test_explain_block_equals_explain_for_every_pair() -> None:
+    """explain_block, and explain / shared_terms (now read from the patent matrices), against the
+    per-pair implementation before the scale work, which read the patents' key sets."""
     small = scale_bench.synthetic_corpus(400, 12, seed=3, lexical=False)
     for cfg in (CandidateConfig(), CandidateConfig(tier_b_parent_child=False, entity_weighting="uniform_low")):
-        matcher = EntityMatcher(doc_keys(small.device_mentions, ONTO, cfg), doc_keys(small.patent_mentions, ONTO, cfg),
-                                small.patent_ids, cfg)
+        dm, pm = small.device_mentions, small.patent_mentions
+        matcher = EntityMatcher(doc_keys(dm, ONTO, cfg), doc_keys(pm, ONTO, cfg), small.patent_ids, cfg)
+        old = before.EntityMatcher(before.doc_keys(dm, ONTO, cfg), before.doc_keys(pm, ONTO, cfg), small.patent_ids,
+                                   cfg)
         rng = np.random.default_rng(0)
         rows, cols = np.nonzero(rng.random((12, 400)) < 0.5)  # any pairs, in or out of a pool
         tier, detail, shared = matcher.explain_block(small.device_ids, rows, cols)
         for i, (r, c) in enumerate(zip(rows.tolist(), cols.tolist(), strict=True)):
             d, p = small.device_ids[r], small.patent_ids[c]
-            assert (tier[i], detail[i]) == matcher.explain(d, p), (d, p)
-            assert shared[i] == "|".join(matcher.shared_terms(d, p)), (d, p)
+            assert (tier[i], detail[i]) == old.explain(d, p) == matcher.explain(d, p), (d, p)
+            assert shared[i] == "|".join(old.shared_terms(d, p)), (d, p)
+            assert matcher.shared_terms(d, p) == old.shared_terms(d, p), (d, p)
         assert set(tier.to_list()) >= {"S", "A", "none"}
+        assert matcher.explain(small.device_ids[0], "not a patent") == ("none", "")
 
 
 def test_tier_s_shortcut_gives_the_ontology_answer(corpus: scale_bench.SyntheticCorpus) -> None:
@@ -182,3 +193,58 @@ def test_one_doc_keys_for_both_sides_scores_as_before() -> None:
     for i, (r, c) in enumerate(zip(rows.tolist(), cols.tolist(), strict=True)):
         assert (tier[i], detail[i]) == old.explain(small.device_ids[r], small.patent_ids[c])
         assert shared[i] == "|".join(old.shared_terms(small.device_ids[r], small.patent_ids[c]))
+
+
+def test_patents_in_any_order_give_the_pool_as_before(corpus: scale_bench.SyntheticCorpus) -> None:
+    """Columns not in pat_id order: each block's rows are ordered by patent id before it is cut."""
+    cfg = CandidateConfig(device_block_size=7)
+    perm = np.random.default_rng(1).permutation(len(corpus.patent_ids))
+    ids = [corpus.patent_ids[i] for i in perm]
+    vectors = corpus.patent_vectors[perm]
+    lexical = TfidfScorer(devices=corpus.lexical.devices, patents=corpus.lexical.patents.tocsr()[perm])
+    strings = corpus.company_matches.with_columns(pl.col("match_kind", "company_path").cast(pl.String))
+    dm, pm = corpus.device_mentions, corpus.patent_mentions
+    old_matcher = before.EntityMatcher(before.doc_keys(dm, ONTO, cfg), before.doc_keys(pm, ONTO, cfg), ids, cfg)
+    old = before.generate_candidates(before.Stage2Inputs(corpus.device_ids, corpus.device_vectors, ids, vectors,
+                                                         strings, old_matcher, lexical), cfg)
+    matcher = EntityMatcher(doc_keys(dm, ONTO, cfg), doc_keys(pm, ONTO, cfg), ids, cfg)
+    new = generate_candidates(Stage2Inputs(corpus.device_ids, corpus.device_vectors, ids, vectors,
+                                           corpus.company_matches, matcher, lexical), cfg)
+    z = ["sim_z_device", "sim_z_patent"]
+    assert old.height > 100 and old.drop(z).equals(new.drop(z))
+    for col in z:
+        np.testing.assert_allclose(old[col].to_numpy(), new[col].to_numpy(), rtol=1e-5, atol=1e-4)
+
+
+def test_compact_corpus_tables_give_the_same_pool(corpus: scale_bench.SyntheticCorpus) -> None:
+    """Categorical company columns and coded mentions are only a storage form: the pool is that of
+    the string tables, in one chunk per column."""
+    cfg = CandidateConfig(device_block_size=7)
+    strings = corpus.company_matches.with_columns(pl.col("match_kind", "company_path").cast(pl.String))
+    assert corpus.patent_mentions.schema == pl.Schema({"doc_id": pl.String, "norm": pl.String,
+                                                       "concept_id": pl.String})
+    a = generate_candidates(_inputs(corpus, cfg), cfg)
+    b = generate_candidates(_inputs(corpus, cfg, strings), cfg)
+    assert a.height > 100 and a.equals(b)
+    assert set(a.n_chunks("all")) == {1}
+
+
+def test_stage3_keeps_chunks_aligned_and_links_stream(corpus: scale_bench.SyntheticCorpus) -> None:
+    """New Stage-3 columns are cut like the pool's chunks (a misaligned frame is copied whole by the
+    next expression); LINKS made slice by slice hash to the whole table's digest."""
+    cfg = PipelineConfig()
+    pool = generate_candidates(_inputs(corpus, cfg.candidates), cfg.candidates)
+    gold = scale_bench.synthetic_gold(pool, n_devices=8, seed=0)
+    features = feature_frame(pool, None)
+    models = fit_fold_models(features.filter(pl.col("fda_id").is_in(gold["fda_id"].unique().implode())), gold,
+                             RerankConfig(n_estimators=10, folds=3))
+    expected = apply_fold_models(features, models)
+    k = features.height // 3
+    chunked = pl.concat([features.slice(0, k), features.slice(k, k), features.slice(2 * k)], rechunk=False)
+    scored = apply_fold_models(chunked, models)
+    assert set(scored.n_chunks("all")) == {3} and scored.equals(expected)
+    decided = decide(expected, cfg.rerank)
+    links = links_frame(decided, chunk_rows=1_000)
+    assert len(set(links.n_chunks("all"))) == 1 and links.equals(links_frame(decided))
+    whole = hashlib.sha256(links.hash_rows(seed=0).to_numpy().tobytes()).hexdigest()[:16]
+    assert scale_bench.links_digest(decided) == scale_bench.links_digest(decided, slice_rows=777) == whole
