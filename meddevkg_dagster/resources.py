@@ -11,7 +11,6 @@ from functools import cache
 from pathlib import Path
 
 import dagster as dg
-from dagster_duckdb_polars import DuckDBPolarsIOManager
 
 from meddevkg_core.companies import CompanyResolver
 from meddevkg_core.config import CrossEncoderConfig, PipelineConfig
@@ -19,6 +18,7 @@ from meddevkg_core.corpus import Corpus, read_corpus
 from meddevkg_core.cross_encoder import PairScorer, load_cross_encoder
 from meddevkg_core.demo import demo_corpus_dir
 from meddevkg_core.embeddings import EmbeddingCache, Encoder, HashingEncoder, load_sentence_encoder
+from meddevkg_dagster.io_manager import MeddevkgDuckDBIOManager
 
 GPU_TAG = {"meddevkg/gpu": "true"}
 """Steps that run a neural model carry this tag; the run queue limits them to one at a time."""
@@ -125,7 +125,7 @@ class PipelineConfigResource(dg.ConfigurableResource):
 def build_resources() -> dict[str, object]:
     home = home_dir()
     return {
-        "io_manager": DuckDBPolarsIOManager(
+        "io_manager": MeddevkgDuckDBIOManager(
             database=env_or("MEDDEVKG_DUCKDB", str(home / "warehouse.duckdb")), schema="meddevkg"),
         "corpus": CorpusResource(path=env_or("MEDDEVKG_CORPUS", str(demo_corpus_dir()))),
         "embedding_model": EmbeddingModelResource(

@@ -7,13 +7,13 @@ from pathlib import Path
 import dagster as dg
 import duckdb
 import pytest
-from dagster_duckdb_polars import DuckDBPolarsIOManager
 
 from meddevkg_core.corpus import read_corpus
 from meddevkg_core.demo import demo_corpus_dir
 from meddevkg_core.patent_years import year_keys
 from meddevkg_dagster.assets import features, linking, outputs, sources
 from meddevkg_dagster.checks import CHECKS
+from meddevkg_dagster.io_manager import MeddevkgDuckDBIOManager
 from meddevkg_dagster.jobs import PATENT_ASSETS
 from meddevkg_dagster.resources import (
     CorpusResource, CrossEncoderResource, EmbeddingModelResource, OpenFDAResource, PipelineConfigResource,
@@ -44,7 +44,7 @@ class Harness:
         self.corpus = corpus
         self.instance = dg.DagsterInstance.ephemeral()
         self.resources = {
-            "io_manager": DuckDBPolarsIOManager(database=str(self.db), schema="meddevkg"),
+            "io_manager": MeddevkgDuckDBIOManager(database=str(self.db), schema="meddevkg"),
             "corpus": CorpusResource(path=str(corpus)),
             "embedding_model": EmbeddingModelResource(model_path="hashing", device="cpu",
                                                       cache_dir=str(root / "cache")),

@@ -1,0 +1,69 @@
+"""The store's IO manager: a partition range's events stay small, reads and writes stay Dagster's."""
+
+import dagster as dg
+import duckdb
+import polars as pl
+from dagster._core.storage.db_io_manager import TablePartitionDimension, TableSlice
+
+from meddevkg_dagster.io_manager import CompactQueryDuckDbClient, MeddevkgDuckDBIOManager
+
+KEYS = [f"P{i:06d}" for i in range(25)]
+devices = dg.DynamicPartitionsDefinition(name="devices")
+
+
+@dg.asset(partitions_def=devices, metadata={"partition_expr": "fda_id"},
+          backfill_policy=dg.BackfillPolicy.single_run())
+def rows(context: dg.AssetExecutionContext) -> pl.DataFrame:
+    keys = sorted(context.partition_keys)
+    return pl.DataFrame({"fda_id": keys, "n": list(range(len(keys)))})
+
+
+@dg.asset(partitions_def=devices, metadata={"partition_expr": "fda_id"},
+          backfill_policy=dg.BackfillPolicy.single_run())
+def counted(rows: pl.DataFrame) -> pl.DataFrame:
+    return rows.with_columns(pl.len().alias("rows_read"))
+
+
+def _run(tmp_path, instance, keys):
+    io = MeddevkgDuckDBIOManager(database=str(tmp_path / "t.duckdb"), schema="s")
+    return dg.materialize([rows, counted], instance=instance, resources={"io_manager": io},
+                          tags={"dagster/asset_partition_range_start": keys[0],
+                                "dagster/asset_partition_range_end": keys[-1]})
+
+
+def _metadata(result, key: str) -> list[dict]:
+    return [e.materialization.metadata for e in result.get_asset_materialization_events()
+            if e.asset_key == dg.AssetKey(key)]
+
+
+def test_a_partition_range_records_small_events_and_reads_every_row(tmp_path):
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("devices", KEYS)
+    result = _run(tmp_path, instance, KEYS)
+    assert result.success
+    events = _metadata(result, "rows")
+    assert len(events) == len(KEYS)
+    for meta in events:
+        assert "dataframe_columns" not in meta
+        query = meta["Query"].value
+        assert "... 20 more ..." in query and "'P000000'" in query and "'P000024'" in query
+        assert "'P000012'" not in query
+        assert meta["row_count"].value == len(KEYS)
+    # the downstream step read the whole range (loads use the full statement, not the shown one)
+    with duckdb.connect(str(tmp_path / "t.duckdb"), read_only=True) as con:
+        assert con.sql("select count(*), min(rows_read), max(rows_read) from s.counted").fetchone() == (25, 25, 25)
+
+
+def test_one_partition_keeps_dagsters_column_schema_and_full_query(tmp_path):
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("devices", KEYS)
+    result = _run(tmp_path, instance, ["P000007"])
+    [meta] = _metadata(result, "rows")
+    assert [c.name for c in meta["dataframe_columns"].value.columns] == ["fda_id", "n"]
+    assert meta["Query"].value == "SELECT * FROM s.rows WHERE\nfda_id in ('P000007')"
+
+
+def test_a_short_key_list_is_shown_in_full():
+    dims = [TablePartitionDimension(partition_expr="fda_id", partitions=KEYS[:10])]
+    shown = CompactQueryDuckDbClient.get_select_statement(TableSlice(table="t", schema="s", partition_dimensions=dims))
+    assert shown.count("'P0000") == 10 and "more" not in shown
