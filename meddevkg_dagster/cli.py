@@ -269,7 +269,8 @@ def _bench_backfill(args: argparse.Namespace) -> int:
     report = run_backfill_bench(Path(args.corpus).resolve(), args.runs)
     print(f"\nbackfill of {report['devices']} device partitions x {report['patents']} patents "
           f"({report['links']} pool rows), median of {report['runs']}: Dagster (one run) "
-          f"{report['dagster_median_s']} s, core directly {report['core_median_s']} s, ratio {report['ratio']}")
+          f"{report['dagster_median_s']} s, core directly {report['core_median_s']} s, ratio {report['ratio']}; "
+          f"CPU {report['dagster_cpu_median_s']} s vs {report['core_cpu_median_s']} s, ratio {report['cpu_ratio']}")
     print(json.dumps(report, sort_keys=True))
     return 0
 

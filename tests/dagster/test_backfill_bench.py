@@ -29,6 +29,8 @@ def test_bench_backfill_times_one_run_against_the_core_and_both_produce_the_same
     assert report["dagster_median_s"] > 0 and report["core_median_s"] > 0
     assert report["event_log"] == "BatchingSqliteEventLogStorage" and report["event_batch_size"] > 0
     assert report["ratio"] == pytest.approx(report["dagster_median_s"] / report["core_median_s"], rel=0.05)
+    assert report["dagster_cpu_median_s"] > 0 and report["core_cpu_median_s"] > 0
+    assert report["cpu_ratio"] == pytest.approx(report["dagster_cpu_median_s"] / report["core_cpu_median_s"], rel=0.05)
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
         stored = con.sql("select count(*) from meddevkg.reranked_links").fetchone()[0]
     assert report["links"] == stored > 0  # the core did the same work the backfill stored
