@@ -58,7 +58,8 @@ def compact_partition_list(dimension: TablePartitionDimension) -> str:
     keys = [f"'{k}'" for k in sorted(dimension.partitions)]
     head, tail = SHOWN_AT_EACH_END
     middle = len(keys) - head - tail
-    return f"{dimension.partition_expr} in ({', '.join(keys[:head])}, ... {middle} more ..., {', '.join(keys[-tail:])})"
+    shown = f"{', '.join(keys[:head])}, ... {middle} more ..., {', '.join(keys[-tail:])}"
+    return f"{dimension.partition_expr} in ({shown})"
 
 
 class CompactQueryDuckDbClient(DuckDbClient):

@@ -44,6 +44,14 @@ def log_progress(context: dg.AssetExecutionContext, unit: str) -> ThrottledRepor
                              context.log.info, unit=unit)
 
 
+def stored_table(schema: pl.Schema, **metadata: object) -> dict[str, object]:
+    """Definition metadata of an asset stored as a DuckDB table: `metadata` (e.g. its partition_expr)
+    and its declared columns, which the UI shows on the asset once, not on every partition's event
+    (the store's IO manager leaves them off a partition range's events, see io_manager)."""
+    columns = [dg.TableColumn(name=name, type=str(dtype)) for name, dtype in schema.items()]
+    return {**metadata, "dagster/column_schema": dg.TableSchema(columns=columns)}
+
+
 def table_metadata(df: pl.DataFrame, **extra) -> dict[str, object]:
     meta: dict[str, object] = {"dagster/row_count": df.height}
     meta.update({k: v for k, v in extra.items() if v is not None})

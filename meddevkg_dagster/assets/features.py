@@ -3,19 +3,26 @@
 import dagster as dg
 import polars as pl
 
+from meddevkg_core import schemas
 from meddevkg_core.embeddings import embed_documents
 from meddevkg_core.entities import extract_mentions, load_spacy_pipeline
 from meddevkg_core.patent_years import with_year_key
 from meddevkg_core.pipeline import documents
 from meddevkg_dagster.assets.sources import ontology_from_table
-from meddevkg_dagster.lib import log_progress, stopwatch, table_metadata
+from meddevkg_dagster.lib import log_progress, stopwatch, stored_table, table_metadata
 from meddevkg_dagster.partitions import DEVICE_BACKFILL, PATENT_BACKFILL, patent_years, pma_devices
 from meddevkg_dagster.resources import DUCKDB_POOL, GPU_TAG, EmbeddingModelResource
 
-DEVICE_PARTITIONED = {"partitions_def": pma_devices, "backfill_policy": DEVICE_BACKFILL,
-                      "metadata": {"partition_expr": "doc_id"}}
-YEAR_PARTITIONED = {"partitions_def": patent_years, "backfill_policy": PATENT_BACKFILL,
-                    "metadata": {"partition_expr": "patent_year"}}
+DEVICE_PARTITIONED = {"partitions_def": pma_devices, "backfill_policy": DEVICE_BACKFILL}
+YEAR_PARTITIONED = {"partitions_def": patent_years, "backfill_policy": PATENT_BACKFILL}
+
+
+def _by_device(schema: pl.Schema) -> dict[str, object]:
+    return stored_table(schema, partition_expr="doc_id")
+
+
+def _by_patent_year(schema: pl.Schema) -> dict[str, object]:
+    return stored_table(pl.Schema({**schema, "patent_year": pl.String}), partition_expr="patent_year")
 
 
 def _mentions(context: dg.AssetExecutionContext, docs: pl.DataFrame, meddevonto: pl.DataFrame) -> dg.Output:
@@ -31,14 +38,16 @@ def _mentions(context: dg.AssetExecutionContext, docs: pl.DataFrame, meddevonto:
         rejected_mentions=result.rejected.height, **coverage))
 
 
-@dg.asset(group_name="entities", pool=DUCKDB_POOL, kinds={"spacy", "duckdb"}, **DEVICE_PARTITIONED)
+@dg.asset(group_name="entities", pool=DUCKDB_POOL, kinds={"spacy", "duckdb"},
+          metadata=_by_device(schemas.MENTIONS), **DEVICE_PARTITIONED)
 def device_entities(context: dg.AssetExecutionContext, pma_documents: pl.DataFrame,
                     meddevonto: pl.DataFrame) -> dg.Output[pl.DataFrame]:
     """Grounded COMPONENT/MECHANISM mentions in device texts, mapped to MedDevOnto concepts."""
     return _mentions(context, documents(pma_documents, "fda_id"), meddevonto)
 
 
-@dg.asset(group_name="entities", pool=DUCKDB_POOL, kinds={"spacy", "duckdb"}, **YEAR_PARTITIONED)
+@dg.asset(group_name="entities", pool=DUCKDB_POOL, kinds={"spacy", "duckdb"},
+          metadata=_by_patent_year(schemas.MENTIONS), **YEAR_PARTITIONED)
 def patent_entities(context: dg.AssetExecutionContext, patents: pl.DataFrame,
                     meddevonto: pl.DataFrame) -> dg.Output[pl.DataFrame]:
     """Grounded COMPONENT/MECHANISM mentions in patent titles and abstracts, by grant year."""
@@ -55,7 +64,7 @@ def _embeddings(context: dg.AssetExecutionContext, docs: pl.DataFrame, model: Em
 
 
 @dg.asset(group_name="embeddings", pool=DUCKDB_POOL, op_tags=GPU_TAG, kinds={"pytorch", "duckdb"},
-          **DEVICE_PARTITIONED)
+          metadata=_by_device(schemas.EMBEDDINGS), **DEVICE_PARTITIONED)
 def device_embeddings(context: dg.AssetExecutionContext, pma_documents: pl.DataFrame,
                       embedding_model: EmbeddingModelResource) -> dg.Output[pl.DataFrame]:
     """Unit-normalised sentence embeddings of device texts (GPU when the resource says so)."""
@@ -63,7 +72,7 @@ def device_embeddings(context: dg.AssetExecutionContext, pma_documents: pl.DataF
 
 
 @dg.asset(group_name="embeddings", pool=DUCKDB_POOL, op_tags=GPU_TAG, kinds={"pytorch", "duckdb"},
-          **YEAR_PARTITIONED)
+          metadata=_by_patent_year(schemas.EMBEDDINGS), **YEAR_PARTITIONED)
 def patent_embeddings(context: dg.AssetExecutionContext, patents: pl.DataFrame,
                       embedding_model: EmbeddingModelResource) -> dg.Output[pl.DataFrame]:
     """Unit-normalised sentence embeddings of patent texts by grant year, cached by content hash across runs."""

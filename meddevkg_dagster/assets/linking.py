@@ -3,6 +3,7 @@
 import dagster as dg
 import polars as pl
 
+from meddevkg_core import schemas
 from meddevkg_core.companies import build_company_dictionary, company_match_table
 from meddevkg_core.candidates import Stage2Inputs, generate_candidates
 from meddevkg_core.config import PipelineConfig
@@ -11,14 +12,17 @@ from meddevkg_core.pipeline import stage2_inputs
 from meddevkg_core.training_pairs import training_pairs as build_training_pairs
 from meddevkg_core.rerank import FoldModels, apply_fold_models, decide, feature_frame, fit_fold_models, links_frame
 from meddevkg_dagster.assets.sources import ontology_from_table
-from meddevkg_dagster.lib import log_progress, partition_keys, stopwatch, table_metadata
+from meddevkg_dagster.lib import log_progress, partition_keys, stopwatch, stored_table, table_metadata
 from meddevkg_dagster.partitions import DEVICE_BACKFILL, all_patent_years, pma_devices
 from meddevkg_dagster.resources import (
     DUCKDB_POOL, GPU_TAG, CorpusResource, CrossEncoderResource, PipelineConfigResource,
 )
 
-DEVICE_PARTITIONED = {"partitions_def": pma_devices, "backfill_policy": DEVICE_BACKFILL,
-                      "metadata": {"partition_expr": "fda_id"}}
+DEVICE_PARTITIONED = {"partitions_def": pma_devices, "backfill_policy": DEVICE_BACKFILL}
+
+
+def _by_device(schema: pl.Schema) -> dict[str, object]:
+    return stored_table(schema, partition_expr="fda_id")
 
 
 @dg.asset(group_name="companies", pool=DUCKDB_POOL, kinds={"polars", "duckdb"}, ins=all_patent_years("patents"))
@@ -44,7 +48,8 @@ def _stage2_inputs(corpus: CorpusResource, config: PipelineConfig, pma_documents
 
 
 @dg.asset(group_name="candidates", pool=DUCKDB_POOL, kinds={"numpy", "duckdb"}, deps=["company_dictionary"],
-          ins=all_patent_years("patents", "patent_embeddings", "patent_entities"), **DEVICE_PARTITIONED)
+          ins=all_patent_years("patents", "patent_embeddings", "patent_entities"),
+          metadata=_by_device(schemas.CANDIDATES), **DEVICE_PARTITIONED)
 def candidate_pool(context: dg.AssetExecutionContext, corpus: CorpusResource,
                    pipeline_config: PipelineConfigResource, pma_documents: pl.DataFrame, patents: pl.DataFrame,
                    device_embeddings: pl.DataFrame, patent_embeddings: pl.DataFrame,
@@ -66,7 +71,7 @@ def candidate_pool(context: dg.AssetExecutionContext, corpus: CorpusResource,
 
 
 @dg.asset(group_name="rerank", pool=DUCKDB_POOL, op_tags=GPU_TAG, kinds={"pytorch", "duckdb"},
-          ins=all_patent_years("patents"), **DEVICE_PARTITIONED)
+          ins=all_patent_years("patents"), metadata=_by_device(schemas.CROSS_ENCODER_SCORES), **DEVICE_PARTITIONED)
 def cross_encoder_scores(context: dg.AssetExecutionContext, cross_encoder: CrossEncoderResource,
                          candidate_pool: pl.DataFrame, pma_documents: pl.DataFrame,
                          patents: pl.DataFrame) -> dg.Output[pl.DataFrame]:
@@ -118,7 +123,8 @@ def reranker_model(context: dg.AssetExecutionContext, pipeline_config: PipelineC
         has_ai_score=models.full.has_ai_score, seconds=t["seconds"]))
 
 
-@dg.asset(group_name="rerank", pool=DUCKDB_POOL, kinds={"xgboost", "duckdb"}, **DEVICE_PARTITIONED)
+@dg.asset(group_name="rerank", pool=DUCKDB_POOL, kinds={"xgboost", "duckdb"},
+          metadata=_by_device(schemas.LINKS), **DEVICE_PARTITIONED)
 def reranked_links(context: dg.AssetExecutionContext, pipeline_config: PipelineConfigResource,
                    candidate_pool: pl.DataFrame, cross_encoder_scores: pl.DataFrame,
                    reranker_model: pl.DataFrame) -> dg.Output[pl.DataFrame]:

@@ -6,7 +6,7 @@ import polars as pl
 from meddevkg_core import schemas
 from meddevkg_core.ontology import Ontology, load_meddevonto
 from meddevkg_core.patent_years import YEAR_KEY_SQL, in_years, quarantine_year_keys, year_span
-from meddevkg_dagster.lib import only_devices, partition_keys, require_known, stopwatch, table_metadata
+from meddevkg_dagster.lib import only_devices, partition_keys, require_known, stopwatch, stored_table, table_metadata
 from meddevkg_dagster.partitions import DEVICE_BACKFILL, PATENT_BACKFILL, patent_years, pma_devices
 from meddevkg_dagster.resources import DUCKDB_POOL, CorpusResource, OpenFDAResource, SourcesResource
 
@@ -18,12 +18,14 @@ _QUARANTINE_DEVICE = pl.col("record_key").str.extract(r":([^:]*)$", 1)
 @dg.multi_asset(
     outs={
         "pma_documents": dg.AssetOut(
-            group_name=GROUP, kinds={"polars", "duckdb"}, metadata={"partition_expr": "fda_id"},
+            group_name=GROUP, kinds={"polars", "duckdb"},
+            metadata=stored_table(schemas.DEVICES, partition_expr="fda_id"),
             description="PMA device documents (applicant, names, product code, decision date, text), one row per "
                         "device."),
         "pma_quarantine": dg.AssetOut(
             group_name=GROUP, kinds={"polars", "duckdb"},
-            metadata={"partition_expr": "regexp_extract(record_key, ':([^:]*)$', 1)"},
+            metadata=stored_table(schemas.REJECTED_RECORDS,
+                                  partition_expr="regexp_extract(record_key, ':([^:]*)$', 1)"),
             description="Source records of these devices that failed validation, with the reason."),
     },
     partitions_def=pma_devices, backfill_policy=DEVICE_BACKFILL, pool=DUCKDB_POOL,
@@ -62,11 +64,14 @@ def pma_documents(context: dg.AssetExecutionContext, corpus: CorpusResource, sou
 
 @dg.multi_asset(
     outs={
-        "patents": dg.AssetOut(group_name=GROUP, kinds={"polars", "duckdb"}, metadata={"partition_expr": YEAR_KEY_SQL},
+        "patents": dg.AssetOut(group_name=GROUP, kinds={"polars", "duckdb"},
+                               metadata=stored_table(schemas.PATENTS, partition_expr=YEAR_KEY_SQL),
                                description="Patents (title + abstract, assignee, dates, CPC codes) that devices are "
                                            "linked to; one partition per grant year."),
         "patent_quarantine": dg.AssetOut(group_name=GROUP, kinds={"polars", "duckdb"},
-                                         metadata={"partition_expr": "patent_year"},
+                                         metadata=stored_table(pl.Schema({**schemas.REJECTED_RECORDS,
+                                                                          "patent_year": pl.String}),
+                                                               partition_expr="patent_year"),
                                          description="Patent source rows that failed validation, with the reason "
                                                      "(stored under the year of the patent they name)."),
     },

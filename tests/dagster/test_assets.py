@@ -1,9 +1,11 @@
 """The whole asset graph on the demo corpus: materialised, idempotent, backfillable per device."""
 
 import dagster as dg
+import duckdb
 import polars as pl
 
 from meddevkg_core.corpus import read_corpus
+from tests.dagster.conftest import ASSETS
 
 
 def _all_devices(harness):
@@ -28,6 +30,17 @@ def test_full_graph_materialises_with_checks_and_metadata(harness):
     assert ev["n_devices"] == len(keys) and ev["pool_recall"] is not None and ev["link_recall_out_of_fold_only"]
     graph = harness.table("meddevkg")
     assert {"Device", "Patent", "Company", "Concept", "LINKED_TO", "ASSIGNED_TO", "ACQUIRED"} <= set(graph["label"])
+
+    declared = {key.to_user_string(): md["dagster/column_schema"] for a in ASSETS
+                for key, md in a.metadata_by_key.items() if "dagster/column_schema" in md}
+    assert len(declared) >= 10  # every partitioned table: its columns on the definition, not per partition event
+    for name, schema in declared.items():
+        with duckdb.connect(str(harness.db), read_only=True) as con:
+            stored = [r[0] for r in con.execute(
+                "select column_name from information_schema.columns where table_schema = 'meddevkg' "
+                "and table_name = ? order by ordinal_position", [name]).fetchall()]
+        if stored or name not in ("pma_quarantine", "patent_quarantine"):  # an empty quarantine is not written
+            assert stored == [c.name for c in schema.columns], name
 
     mats = {m.asset_key.to_user_string(): m.metadata for m in result.get_asset_materialization_events()
             and [e.event_specific_data.materialization for e in result.get_asset_materialization_events()]}
