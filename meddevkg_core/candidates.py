@@ -7,9 +7,10 @@ never materialised: each block of devices is scored against every patent and fil
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import ctypes
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
 from typing import Protocol
 
 import numpy as np
@@ -206,18 +207,22 @@ def score_blocks(inputs: Stage2Inputs, cfg: CandidateConfig, device_ids: list[st
 
 
 def admission(scores: BlockScores, cfg: CandidateConfig) -> tuple[np.ndarray, list[Admission]]:
-    """Admission reason per pair as small ints (0 = not admitted), in the order of precedence."""
+    """Admission reason per pair as small ints (0 = not admitted), in the order of precedence.
+
+    Each rule's mask is made only when it is applied (last rule first, so earlier rules win) and
+    dropped at once: one block-sized bool temporary at a time instead of one per rule."""
     total = scores.total
     reason = np.zeros(total.shape, np.int8)
-    rules: list[tuple[Admission, np.ndarray]] = [(Admission.THRESHOLD, total >= cfg.admission_threshold)]
+    rules: list[tuple[Admission, Callable[[], np.ndarray]]] = [
+        (Admission.THRESHOLD, lambda: total >= cfg.admission_threshold)]
     if cfg.rescue_vector_points is not None:
-        rules.append((Admission.RESCUE_VECTOR, scores.vector >= cfg.rescue_vector_points))
+        rules.append((Admission.RESCUE_VECTOR, lambda: scores.vector >= cfg.rescue_vector_points))
     if cfg.rescue_anchor:
-        rules.append((Admission.RESCUE_ANCHOR, scores.entity_core))
+        rules.append((Admission.RESCUE_ANCHOR, lambda: scores.entity_core))
     if cfg.same_company_min_score is not None:
-        rules.append((Admission.SAME_COMPANY, (scores.company > 0) & (total >= cfg.same_company_min_score)))
+        rules.append((Admission.SAME_COMPANY, lambda: (scores.company > 0) & (total >= cfg.same_company_min_score)))
     for code, (_, mask) in reversed(list(enumerate(rules, 1))):
-        reason[mask] = code
+        reason[mask()] = code
     return reason, [r for r, _ in rules]
 
 
@@ -225,11 +230,19 @@ def block_frame(scores: BlockScores, patent_ids: list[str], rows: np.ndarray, co
                 reason: np.ndarray, names: list[Admission]) -> pl.DataFrame:
     """The selected pairs of a block as rows with every score component (admitted_by null if not)."""
     codes = reason[rows, cols]
-    z_device, z_patent = scores.z_at(rows, cols)
     labels = pl.Series([None] + [n.value for n in names], dtype=pl.String)
     return pl.DataFrame({
         "fda_id": pl.Series(scores.device_ids, dtype=pl.String).gather(rows),
         "pat_id": pl.Series(patent_ids, dtype=pl.String).gather(cols),
+        **score_columns(scores, rows, cols),
+        "admitted_by": labels.gather(codes.astype(np.int64)),
+    })
+
+
+def score_columns(scores: BlockScores, rows: np.ndarray, cols: np.ndarray) -> dict[str, np.ndarray]:
+    """Every score component of the selected pairs, in the pool's column order."""
+    z_device, z_patent = scores.z_at(rows, cols)
+    return {
         "sim": scores.sim[rows, cols],
         "score_company": scores.company[rows, cols].astype(np.int16),
         "score_vector": scores.vector[rows, cols].astype(np.int16),
@@ -241,53 +254,232 @@ def block_frame(scores: BlockScores, patent_ids: list[str], rows: np.ndarray, co
         "sim_z_device": z_device,
         "sim_z_patent": z_patent,
         "lexical": scores.lexical[rows, cols],
-        "admitted_by": labels.gather(codes.astype(np.int64)),
-    })
+    }
 
 
 def generate_candidates(inputs: Stage2Inputs, cfg: CandidateConfig, device_ids: list[str] | None = None,
                         progress: Progress = no_progress) -> pl.DataFrame:
     """The Stage-2 pool: admitted pairs with every score component and the admission reason."""
-    # Each block is finished where it is made (explanations, company path, schema) with its rows in
-    # pool order (device, then patent id), and cut into one zero-copy slice per device; the pool is
-    # those slices in device order, copied once into one chunk per column, column by column. So the
-    # pool is never concatenated, joined or sorted whole (three pool-sized copies at 698K), and a
-    # block's rows are not copied again per device.
+    return collect_candidates(inputs, cfg, device_ids, progress).to_frame()
+
+
+def collect_candidates(inputs: Stage2Inputs, cfg: CandidateConfig, device_ids: list[str] | None = None,
+                       progress: Progress = no_progress) -> CandidateParts:
+    """Score every block and keep its admitted pairs in compact form (`CandidateParts`); its
+    `to_frame()` is the pool of `generate_candidates`. The parts hold no reference to `inputs`, so
+    a caller that drops the inputs (vectors, entity index, TF-IDF) before `to_frame()` builds the
+    pool without them in memory."""
     paths, company = _path_codes(inputs.company_matches)
     rank = _patent_rank(inputs.patent_ids)
-    parts: dict[str, list[pl.DataFrame]] = {}
-    unsorted: set[str] = set()  # devices whose rows still need sorting by patent
+    patents = pl.Series("pat_id", inputs.patent_ids, dtype=pl.String)
+    entries: list[_BlockPart | list[tuple[str, pl.DataFrame]]] = []
+    names: list[Admission] = []
     for scores in score_blocks(inputs, cfg, device_ids, progress):
         block = scores.device_ids
-        admitted = _admitted(scores, inputs, cfg, rank)
+        part, names = _block_part(scores, inputs.entities, cfg, rank)
         del scores  # the block's dense arrays go before the next block is scored
-        if admitted is None:
+        if part is None:
             continue
-        frame, counts = admitted
-        matches = (company.filter(pl.col("fda_id").is_in(pl.Series(block, dtype=pl.String).implode()))
+        block_ids = pl.Series("fda_id", block, dtype=pl.String)
+        matches = (company.filter(pl.col("fda_id").is_in(block_ids.implode()))
                    .with_columns(pl.col("fda_id", "pat_id").cast(pl.String)))
-        path = frame.select("fda_id", "pat_id").join(matches, on=["fda_id", "pat_id"], how="left",
-                                                      maintain_order="left")
-        path = path.select(paths.gather(path["_path"]).alias("company_path"))
-        if path.height != frame.height:  # a pair listed twice in company_matches: one row per listing, as before
+        keys = pl.DataFrame([block_ids.gather(np.repeat(np.arange(len(block)), part.counts)),
+                             patents.gather(part.columns["pat"])])
+        path = keys.join(matches, on=["fda_id", "pat_id"], how="left", maintain_order="left")
+        del keys
+        if path.height != len(part.columns["pat"]):
+            # a pair listed twice in company_matches: one row per listing, as before (kept as frames,
+            # cut by device and sorted by patent when the pool is made)
+            frame = part.frame(patents, _labels(names))
             frame = schemas.conform(frame.join(matches.with_columns(paths.gather(matches["_path"]).alias(
                 "company_path")), on=["fda_id", "pat_id"], how="left"), schemas.CANDIDATES)
-            for (fda_id,), part in frame.partition_by("fda_id", as_dict=True).items():
-                parts.setdefault(fda_id, []).append(part)
-                unsorted.add(fda_id)
+            entries.append([(fda_id, piece) for (fda_id,), piece in
+                            frame.partition_by("fda_id", as_dict=True).items()])
             continue
-        frame = schemas.conform(frame.with_columns(path["company_path"]), schemas.CANDIDATES)
-        start = 0
-        for fda_id, n in zip(block, counts.tolist(), strict=True):
-            if n:
-                parts.setdefault(fda_id, []).append(frame.slice(start, n))  # a device asked for twice keeps both
-                start += n
-        del frame, path, matches
-    if not parts:
-        return schemas.empty(schemas.CANDIDATES)
-    pieces = [_by_patent(parts.pop(d)) if d in unsorted or len(parts[d]) > 1 else parts.pop(d)[0]
-              for d in sorted(parts)]
-    return _one_chunk(pieces)  # empties `pieces` column by column
+        part.columns["path"] = path["_path"].cast(pl.Int64).fill_null(-1).to_numpy().astype(np.int32)
+        entries.append(part)
+        del path, matches
+    return CandidateParts(entries, patents, paths, _labels(names))
+
+
+def _labels(names: list[Admission]) -> pl.Series:
+    return pl.Series([None] + [n.value for n in names], dtype=pl.String)
+
+
+_NUMERIC = {"sim": pl.Float32, "score_company": pl.Int16, "score_vector": pl.Int16, "score_entity": pl.Float32,
+            "score_total": pl.Float32, "entity_matches": pl.Int16, "tier_s_match": pl.Boolean,
+            "company_via_deal": pl.Boolean, "sim_z_device": pl.Float32, "sim_z_patent": pl.Float32,
+            "lexical": pl.Float32}
+"""The pool columns kept per block as numpy arrays of their own dtype (the others are codes)."""
+
+
+@dataclass
+class _BlockPart:
+    """The admitted pairs of one block, ordered by block row and then pat_id: the numeric columns
+    as numpy arrays, every string column as codes (`pat`: patent column; `entity`: into `tiers` and
+    `details`; `shared`: into `shared`; `reason`: into the admission labels; `path`: into the
+    company paths, -1 for none). About 50 bytes a pair instead of 143 as a frame (seven 16-byte
+    string views), so the blocks scored so far cost a third of the pool they make."""
+
+    device_ids: list[str]  # the block's devices (rows)
+    counts: np.ndarray  # rows of each block row
+    columns: dict[str, np.ndarray]
+    tiers: pl.Series
+    details: pl.Series
+    shared: pl.Series
+
+    def frame(self, patents: pl.Series, labels: pl.Series, paths: pl.Series | None = None) -> pl.DataFrame:
+        """The block's rows as a frame (company_path only when `paths` is given)."""
+        c = self.columns
+        out = pl.DataFrame([
+            pl.Series("fda_id", self.device_ids, dtype=pl.String).gather(
+                np.repeat(np.arange(len(self.device_ids)), self.counts)),
+            patents.gather(c["pat"]).alias("pat_id"),
+            *[pl.Series(name, c[name], dtype=dtype) for name, dtype in _NUMERIC.items()],
+            labels.gather(c["reason"]).alias("admitted_by"),
+            self.tiers.gather(c["entity"]).alias("entity_tier"),
+            self.details.gather(c["entity"]).alias("entity_detail"),
+            self.shared.gather(c["shared"]).alias("shared_terms"),
+        ])
+        if paths is not None:
+            out = out.with_columns(_with_null(paths).gather(c["path"] + 1).alias("company_path"))
+        return out
+
+
+def _with_null(values: pl.Series) -> pl.Series:
+    """`values` after a leading null (code -1 + 1 = 0 gathers a null)."""
+    return pl.concat([pl.Series([None], dtype=pl.String), values.cast(pl.String)])
+
+
+def _block_part(scores: BlockScores, entities: EntityMatcher, cfg: CandidateConfig, rank: np.ndarray | None
+                ) -> tuple[_BlockPart | None, list[Admission]]:
+    """The admitted pairs of a block (None when there are none), ordered by block row and then
+    pat_id, every value as `block_frame` and `explain_block` give it."""
+    reason, names = admission(scores, cfg)
+    r, c = np.nonzero(reason)  # by block row, then column
+    if not len(r):
+        return None, names
+    if rank is not None:
+        order = np.lexsort((rank[c], r))
+        r, c = r[order], c[order]
+    columns = {**score_columns(scores, r, c), "reason": reason[r, c], "pat": c.astype(np.int32)}
+    del reason
+    codes = entities.explain_codes(scores.device_ids, r, c)
+    columns["entity"] = codes.code.astype(np.int32)
+    columns["shared"] = codes.shared_code.astype(np.int32)
+    return _BlockPart(scores.device_ids, np.bincount(r, minlength=len(scores.device_ids)), columns, codes.tiers,
+                      codes.details, codes.shared), names
+
+
+class CandidateParts:
+    """What `collect_candidates` keeps of every block; `to_frame()` makes the pool (once: it empties
+    the parts as it goes)."""
+
+    def __init__(self, entries: list[_BlockPart | list[tuple[str, pl.DataFrame]]], patents: pl.Series,
+                 paths: pl.Series, labels: pl.Series):
+        self._entries = entries
+        self._patents = patents
+        self._paths = paths
+        self._labels = labels
+
+    def to_frame(self) -> pl.DataFrame:
+        """The pool: rows by device id, then pat_id; one chunk per column."""
+        entries, self._entries = self._entries, []
+        if not entries:
+            return schemas.empty(schemas.CANDIDATES)
+        # one segment (entry, first row, rows) per device with rows, in device id order
+        segments = []
+        for i, e in enumerate(entries):
+            if isinstance(e, _BlockPart):
+                starts = np.cumsum(e.counts) - e.counts
+                segments += [(d, i, int(s), int(n)) for d, s, n in zip(e.device_ids, starts.tolist(),
+                                                                       e.counts.tolist(), strict=True) if n]
+        direct = (all(isinstance(e, _BlockPart) for e in entries)
+                  and len({d for d, *_ in segments}) == len(segments))
+        if not direct:  # a device asked for twice, or a pair listed twice in company_matches: as before
+            return self._by_frames(entries)
+        segments.sort(key=lambda seg: seg[0])
+        return self._direct(entries, segments)
+
+    def _direct(self, entries: list[_BlockPart], segments: list[tuple[str, int, int, int]]) -> pl.DataFrame:
+        """Each column straight from the blocks' arrays, one column at a time (the blocks' arrays of
+        a column are dropped as soon as it is made), so the pool plus what is left of the parts is
+        all that is held."""
+
+        def take(name: str, offsets: list[int] | None = None) -> np.ndarray:
+            parts = [entries[i].columns[name][s:s + n] + (offsets[i] if offsets else 0) for _, i, s, n in segments]
+            out = np.concatenate(parts)
+            del parts
+            for e in entries:
+                del e.columns[name]
+            return out
+
+        def offsets(field: str) -> tuple[list[int], pl.Series]:
+            values = [getattr(e, field) for e in entries]
+            return np.cumsum([0] + [len(v) for v in values[:-1]]).tolist(), pl.concat(values, rechunk=True)
+
+        counts = np.array([n for *_, n in segments], np.int64)
+        cols: dict[str, pl.Series] = {}
+        cols["fda_id"] = pl.Series([d for d, *_ in segments], dtype=pl.String).gather(
+            np.repeat(np.arange(len(segments), dtype=np.uint32), counts))
+        cols["pat_id"] = self._patents.gather(take("pat"))
+        for name, dtype in _NUMERIC.items():
+            cols[name] = pl.Series(name, take(name), dtype=dtype)
+        cols["admitted_by"] = self._labels.gather(take("reason"))
+        off, tiers = offsets("tiers")
+        entity = take("entity", off)
+        cols["entity_tier"] = tiers.gather(entity)
+        _, details = offsets("details")
+        cols["entity_detail"] = details.gather(entity)
+        del entity
+        off, shared = offsets("shared")
+        cols["shared_terms"] = shared.gather(take("shared", off))
+        cols["company_path"] = _with_null(self._paths).gather(take("path") + 1)
+        entries.clear()
+        release_free_heap()  # the blocks' arrays (a few MB each, so on the C heap) are all free now
+        return schemas.conform(pl.DataFrame([s.alias(name) for name, s in cols.items()]), schemas.CANDIDATES)
+
+    def _by_frames(self, entries: list[_BlockPart | list[tuple[str, pl.DataFrame]]]) -> pl.DataFrame:
+        parts: dict[str, list[pl.DataFrame]] = {}
+        unsorted: set[str] = set()  # devices whose rows still need sorting by patent
+        for i, e in enumerate(entries):
+            if isinstance(e, _BlockPart):
+                frame = schemas.conform(e.frame(self._patents, self._labels, self._paths),
+                                        schemas.CANDIDATES)
+                start = 0
+                for fda_id, n in zip(e.device_ids, e.counts.tolist(), strict=True):
+                    if n:
+                        parts.setdefault(fda_id, []).append(frame.slice(start, n))  # a device asked twice keeps both
+                        start += n
+            else:
+                for fda_id, piece in e:
+                    parts.setdefault(fda_id, []).append(piece)
+                    unsorted.add(fda_id)
+            entries[i] = None  # type: ignore[call-overload]
+        pieces = [_by_patent(parts.pop(d)) if d in unsorted or len(parts[d]) > 1 else parts.pop(d)[0]
+                  for d in sorted(parts)]
+        return _one_chunk(pieces)  # empties `pieces` column by column
+
+
+def release_free_heap() -> bool:
+    """Return the C heap's free pages to the OS (glibc `malloc_trim`; False where there is none).
+
+    numpy arrays of a few MB (each block's admitted pairs) are served from the heap, not mapped on
+    their own, and the heap keeps their pages resident once they are freed (about 0.5 GB after
+    Stage 2 at 200K patents, measured), which the next stage would carry. No value changes."""
+    trim = _malloc_trim()
+    if trim is None:
+        return False
+    trim(0)
+    return True
+
+
+@cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        return ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
 
 
 def _path_codes(company_matches: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame]:
@@ -311,23 +503,6 @@ def _patent_rank(patent_ids: list[str]) -> np.ndarray | None:
     rank = np.empty(len(order), np.int64)
     rank[order] = np.arange(len(order))
     return rank
-
-
-def _admitted(scores: BlockScores, inputs: Stage2Inputs, cfg: CandidateConfig, rank: np.ndarray | None
-              ) -> tuple[pl.DataFrame, np.ndarray] | None:
-    """The admitted pairs of a block with their explanations, ordered by block row and then pat_id,
-    and the number of rows of each block row (None when nothing is admitted)."""
-    reason, names = admission(scores, cfg)
-    r, c = np.nonzero(reason)  # by block row, then column
-    if not len(r):
-        return None
-    if rank is not None:
-        order = np.lexsort((rank[c], r))
-        r, c = r[order], c[order]
-    tier, detail, shared = inputs.entities.explain_block(scores.device_ids, r, c)
-    frame = (block_frame(scores, inputs.patent_ids, r, c, reason, names)
-             .with_columns(tier.alias("entity_tier"), detail.alias("entity_detail"), shared.alias("shared_terms")))
-    return frame, np.bincount(r, minlength=len(scores.device_ids))
 
 
 def _one_chunk(pieces: list[pl.DataFrame]) -> pl.DataFrame:

@@ -203,6 +203,18 @@ class EntityScores:
     matches: np.ndarray  # int16, number of distinct shared S/A keys plus B families
 
 
+@dataclass(frozen=True)
+class ExplainCodes:
+    """`EntityMatcher.explain_block` as codes: pair i has entity_tier `tiers[code[i]]`, entity_detail
+    `details[code[i]]` and shared_terms `shared[shared_code[i]]`."""
+
+    code: np.ndarray  # int64, one per pair
+    tiers: pl.Series  # String, a few distinct values
+    details: pl.Series
+    shared_code: np.ndarray  # int64, one per pair
+    shared: pl.Series
+
+
 class EntityMatcher:
     """Scores entity overlap between device rows and all patents, block by block."""
 
@@ -363,6 +375,14 @@ class EntityMatcher:
         list of patents holding it (a row of the transposed patent matrix), so the work is that of
         the block's sparse products, not a Python call per pair.
         """
+        codes = self.explain_codes(device_ids, rows, cols)
+        return (codes.tiers.gather(codes.code).alias("entity_tier"),
+                codes.details.gather(codes.code).alias("entity_detail"),
+                codes.shared.gather(codes.shared_code).alias("shared_terms"))
+
+    def explain_codes(self, device_ids: list[str], rows: np.ndarray, cols: np.ndarray) -> ExplainCodes:
+        """`explain_block` as codes into a few distinct strings (what Stage 2 keeps per pool row:
+        4 bytes a pair and column instead of a 16-byte string view)."""
         n = len(rows)
         cfg = self._cfg
         rows = np.asarray(rows, np.int64)
@@ -444,9 +464,7 @@ class EntityMatcher:
                 distinct.to_frame().with_row_index("_code", offset=1), on="term", how="left",
                 maintain_order="left")["_code"].to_numpy()
             values += distinct.to_list()  # rebuilt from Python: a buffer of the distinct strings only
-        shared = pl.Series("shared_terms", values, dtype=pl.String).gather(shared_code)
-        return (tiers.gather(code).alias("entity_tier"), details.gather(code).alias("entity_detail"),
-                shared.alias("shared_terms"))
+        return ExplainCodes(code, tiers, details, shared_code, pl.Series("shared_terms", values, dtype=pl.String))
 
 
 def _entries(product: sparse.spmatrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -38,8 +38,9 @@ import polars as pl
 from scipy import sparse
 
 from meddevkg_core.baselines import TfidfScorer
-from meddevkg_core.candidates import Stage2Inputs, generate_candidates, max_devices_per_block
-from meddevkg_core.config import PipelineConfig
+from meddevkg_core.candidates import Stage2Inputs, collect_candidates, max_devices_per_block, release_free_heap
+from meddevkg_core.candidates import generate_candidates as generate_candidates  # Stage 2, as the bench runs it
+from meddevkg_core.config import CandidateConfig, PipelineConfig
 from meddevkg_core.entity_match import EntityMatcher, doc_keys
 from meddevkg_core.ontology import Ontology, load_meddevonto
 from meddevkg_core.rerank import apply_fold_models, decide, feature_frame, fit_fold_models, links_frame
@@ -108,7 +109,11 @@ def max_rss_mb() -> float:
 
 
 class StageMeter:
-    """Wall seconds and peak RSS of named stages (peak = VmHWM after a reset at the stage start)."""
+    """Wall seconds and peak RSS of named stages (peak = VmHWM after a reset at the stage start).
+
+    Each stage starts with the C heap's free pages returned to the OS (`release_free_heap`), so a
+    stage is not charged for memory an earlier one freed but the allocator kept resident (a
+    pipeline running its stages as separate Dagster steps starts each in a fresh process)."""
 
     def __init__(self, progress: Callable[[str], None] | None = None):
         self.seconds: dict[str, float] = {}
@@ -118,6 +123,7 @@ class StageMeter:
 
     def __call__(self, name: str, fn: Callable, *args, **kwargs):
         self.progress(f"[{name}] ...")
+        release_free_heap()
         reset = _reset_peak()
         self.start_mb[name] = rss_mb()
         start = time.perf_counter()
@@ -545,12 +551,13 @@ def run_scale_bench(n_patents: int = PAPER_PATENTS, n_devices: int = PAPER_DEVIC
     on the pool (medians; the corpus is released between the two, Stage 3 does not read it).
 
     Stage 2 = building the entity index (`stage2_index`) and `generate_candidates` over every
-    device (`stage2`); Stage 3 = `feature_frame` + `apply_fold_models` + `decide` on the whole
-    pool (`stage3`). The reranker is trained once on synthetic gold (`stage3_train`, not in
-    stage 3). `links_frame` (the LINKS table with an evidence string per pool row) is timed on the
-    whole pool (`stage3_links_frame`), made in slices of LINKS_SLICE_ROWS rows that are hashed and
-    dropped (`links_digest`), or on `links_rows` sampled rows scaled linearly to the pool (labelled
-    as such) when `links_rows` is given and smaller.
+    device (`stage2`; as `collect_candidates` + `to_frame`, with the inputs, and on the last run the
+    corpus, released in between: no later step reads them); Stage 3 = `feature_frame` +
+    `apply_fold_models` + `decide` on the whole pool (`stage3`). The reranker is trained once on
+    synthetic gold (`stage3_train`, not in stage 3). `links_frame` (the LINKS table with an evidence
+    string per pool row) is timed on the whole pool (`stage3_links_frame`), made in slices of
+    LINKS_SLICE_ROWS rows that are hashed and dropped (`links_digest`), or on `links_rows` sampled
+    rows scaled linearly to the pool (labelled as such) when `links_rows` is given and smaller.
     """
     say = progress or (lambda _: None)
     config = config or PipelineConfig()
@@ -565,26 +572,31 @@ def run_scale_bench(n_patents: int = PAPER_PATENTS, n_devices: int = PAPER_DEVIC
     per_run: list[dict[str, float]] = [{} for _ in range(runs)]
     pool = None
     result: dict[str, Any] = {}
+    corpus_stats = corpus.stats()
     for run in range(runs):
         pool = None  # release the previous run's pool before measuring this one
         m = StageMeter(say)
         inputs = m("stage2_index", stage2_inputs, corpus, config, onto)
-        pool = m("stage2", generate_candidates, inputs, cfg)
-        del inputs  # the entity index is not needed by Stage 3
+        # What Stage 2 may release once every block is scored, before the pool is assembled: the
+        # inputs (entity index), and on the last run the synthetic corpus too (vectors, mentions,
+        # company table, TF-IDF; about 2 GB at 698K patents). Stage 3 reads the pool and the trained
+        # models only, so every Stage 2 run comes first, then every Stage 3 run on the pool.
+        held: list[Any] = [inputs]
+        del inputs
+        if run == runs - 1:
+            held.append(corpus)
+            del corpus
+        pool = m("stage2", _stage2, held, cfg)
         per_run[run] |= _stage_row(m)
         say(f"run {run + 1}/{runs}: stage2 {m.seconds['stage2']:.1f}s")
     assert pool is not None
-    corpus_stats = corpus.stats()
-    # Stage 3 reads the pool and the trained models only: the synthetic corpus (vectors, mentions,
-    # company table, TF-IDF; about 2 GB at 698K patents) is released before it, as any intermediate
-    # no later step reads. (So every Stage 2 run comes first, then every Stage 3 run on the pool.)
-    del corpus
     gold = synthetic_gold(pool, seed=seed)
     m = StageMeter(say)
     models = m("stage3_train", fit_fold_models, feature_frame(pool.filter(
         pl.col("fda_id").is_in(gold["fda_id"].unique().implode())), None), gold, config.rerank)
     result["stage3_train_s"] = m.seconds["stage3_train"]
     result["stage3_train_peak_rss_mb"] = m.peak_mb["stage3_train"]
+    result["stage3_train_start_rss_mb"] = m.start_mb["stage3_train"]
     result["gold_links"] = gold.height
     for run in range(runs):
         m = StageMeter(say)
@@ -633,6 +645,14 @@ def run_scale_bench(n_patents: int = PAPER_PATENTS, n_devices: int = PAPER_DEVIC
         "corpus": corpus_stats,
     }
     return result
+
+
+def _stage2(held: list[Any], cfg: CandidateConfig) -> pl.DataFrame:
+    """`generate_candidates(held[0], cfg)`, with `held` (the inputs and what else the caller no longer
+    needs) emptied once every block is scored, so the pool is assembled without them in memory."""
+    parts = collect_candidates(held[0], cfg)
+    held.clear()
+    return parts.to_frame()
 
 
 def _stage_row(m: StageMeter) -> dict[str, float]:

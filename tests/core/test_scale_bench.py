@@ -9,7 +9,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from meddevkg_core import candidates, scale_bench
+from meddevkg_core import candidates, scale_bench, schemas
 from meddevkg_core.baselines import TfidfScorer
 from meddevkg_core.candidates import Stage2Inputs, generate_candidates, max_devices_per_block
 from meddevkg_core.config import CandidateConfig, PipelineConfig, RerankConfig
@@ -248,3 +248,45 @@ def test_stage3_keeps_chunks_aligned_and_links_stream(corpus: scale_bench.Synthe
     assert len(set(links.n_chunks("all"))) == 1 and links.equals(links_frame(decided))
     whole = hashlib.sha256(links.hash_rows(seed=0).to_numpy().tobytes()).hexdigest()[:16]
     assert scale_bench.links_digest(decided) == scale_bench.links_digest(decided, slice_rows=777) == whole
+
+
+@pytest.mark.parametrize("twice", [False, True])
+def test_devices_in_any_order_or_asked_twice_give_the_pool_as_before(corpus: scale_bench.SyntheticCorpus,
+                                                                    twice: bool) -> None:
+    """The pool is assembled column by column from the blocks' arrays (devices in id order whatever
+    order they are asked in); a device asked for twice goes through the frames, as before."""
+    cfg = CandidateConfig(device_block_size=3)
+    wanted = [corpus.device_ids[i] for i in np.random.default_rng(2).permutation(len(corpus.device_ids))[:11]]
+    if twice:
+        wanted += wanted[:2]
+    strings = corpus.company_matches.with_columns(pl.col("match_kind", "company_path").cast(pl.String))
+    dm, pm = corpus.device_mentions, corpus.patent_mentions
+    old_matcher = before.EntityMatcher(before.doc_keys(dm, ONTO, cfg), before.doc_keys(pm, ONTO, cfg),
+                                       corpus.patent_ids, cfg)
+    old = before.generate_candidates(before.Stage2Inputs(corpus.device_ids, corpus.device_vectors, corpus.patent_ids,
+                                                         corpus.patent_vectors, strings, old_matcher, corpus.lexical),
+                                     cfg, wanted)
+    new = generate_candidates(_inputs(corpus, cfg), cfg, wanted)
+    assert old.height > 100 and set(new.n_chunks("all")) == {1}
+    # a device asked for twice lands in other blocks than in one pass: BLAS rounding of the cosine only
+    _assert_same_pool(old, new, atol=1e-4)
+
+
+def test_pool_from_arrays_equals_pool_from_frames(corpus: scale_bench.SyntheticCorpus) -> None:
+    """The two ways CandidateParts makes the pool (columns straight from the blocks' arrays; block
+    frames cut by device and stacked, the way before) give the same frame, bit for bit."""
+    cfg = CandidateConfig(device_block_size=7)
+    inputs = _inputs(corpus, cfg)
+    direct = candidates.collect_candidates(inputs, cfg).to_frame()
+    again = candidates.collect_candidates(inputs, cfg)
+    assert all(isinstance(e, candidates._BlockPart) for e in again._entries)
+    assert direct.height > 100 and direct.equals(again._by_frames(again._entries))
+    assert direct.schema == pl.Schema(schemas.CANDIDATES) and direct["company_path"].null_count() > 0
+
+
+def test_bench_stage2_releases_what_it_holds(corpus: scale_bench.SyntheticCorpus) -> None:
+    """The bench's Stage 2 drops the inputs (and the corpus) once every block is scored."""
+    cfg = CandidateConfig(device_block_size=7)
+    held = [_inputs(corpus, cfg), "the corpus"]
+    pool = scale_bench._stage2(held, cfg)
+    assert held == [] and pool.equals(generate_candidates(_inputs(corpus, cfg), cfg))
