@@ -61,6 +61,7 @@ segment's tags never depend on its neighbours, and a device tagged alone or in a
 devices gets the same mentions. Semicolons tag isolated fragments best: nouns, acronyms and
 participles as in running text."""
 _TAG_PIPES_OFF = ("parser", "ner", "senter")
+_PLURAL_TAGS = frozenset({"NNS", "NNPS"})
 TIE_MARGIN = 1e-3
 """A word whose two best tag scores (the tagger's softmax layer outputs, unnormalised at
 inference) are closer than this is tagged again with the pipeline's own arithmetic
@@ -103,25 +104,25 @@ class Tokens:
         lex = {} if lexemes is None else lexemes
         arr = doc.to_array([ORTH, IDX, SPACY])
         orths = arr[:, 0].tolist()
-        entries = [lex.get(orth) for orth in orths]
-        for i in [i for i, entry in enumerate(entries) if entry is None]:
-            entry = lex.get(orths[i])
-            entries[i] = entry if entry is not None else lex.setdefault(orths[i], _lexeme_entry(doc.vocab[orths[i]]))
+        entries = list(map(lex.get, orths))
+        if None in entries:
+            for i in [i for i, entry in enumerate(entries) if entry is None]:
+                entry = lex.get(orths[i])
+                entries[i] = entry if entry is not None else lex.setdefault(orths[i],
+                                                                            _lexeme_entry(doc.vocab[orths[i]]))
         if not entries:
             return cls([], [], [], [], [])
-        text, lower, stop, kinds = (list(column) for column in zip(*entries, strict=True))
-        # kind 1: always a break; 2: a hyphen, a break unless inside a word ("drug-eluting")
-        brk = [kind == 1 for kind in kinds]
-        if 2 in kinds:
+        text, lower, stop, brk, hyphens = map(list, zip(*entries, strict=True))
+        if True in hyphens:  # a hyphen breaks unless inside a word ("drug-eluting")
             spaces = arr[:, 2].tolist()
-            for i in [i for i, kind in enumerate(kinds) if kind == 2]:
+            for i in [i for i, hyphen in enumerate(hyphens) if hyphen]:
                 brk[i] = bool(spaces[i]) or i == 0 or bool(spaces[i - 1])
         return cls(text, lower, arr[:, 1].tolist(), stop, brk)
 
 
-def _lexeme_entry(lex) -> tuple[str, str, bool, int]:
-    """(text, lower, is_stop, break kind) of a lexeme: a stop word, a space, punctuation or a
-    letter-free token breaks a segment (kind 1), a hyphen only between spaces (kind 2)."""
+def _lexeme_entry(lex) -> tuple[str, str, bool, bool, bool]:
+    """(text, lower, is_stop, breaks, is a hyphen) of a lexeme: a stop word, a space, punctuation
+    or a letter-free token breaks a segment, a hyphen only between spaces (decided per token)."""
     t = lex.orth_
     if lex.is_space or lex.is_stop:
         kind = 1
@@ -129,7 +130,7 @@ def _lexeme_entry(lex) -> tuple[str, str, bool, int]:
         kind = 2 if t == "-" else 1
     else:
         kind = 0 if any(c.isalpha() for c in t) else 1
-    return t, lex.lower_, bool(lex.is_stop), kind
+    return t, lex.lower_, bool(lex.is_stop), kind == 1, kind == 2
 
 
 def segments(toks: Tokens) -> list[tuple[int, int]]:
@@ -206,7 +207,9 @@ class SegmentQueue:
         self.tagger = SegmentTagger.of(nlp)
         self.to_pos = pos_table(nlp)
         self._done: dict[tuple[str, ...], Tags] = {}
-        self._pending: list[tuple[int, Sequence[tuple[str, ...]], object]] = []  # (batch, keys, future)
+        self._lemmas: dict[str, str] = {}  # plural noun (lower-cased) -> its lemma
+        # (batch, keys, job, future)
+        self._pending: list[tuple[int, Sequence[tuple[str, ...]], _Job | None, object]] = []
         self._submitted = 0
         self._pool = None
         if n_threads > 1 and self.tagger is not None:
@@ -218,8 +221,9 @@ class SegmentQueue:
         """Queue `keys` (distinct, not submitted before); returns the batch's number for `tags`."""
         self._submitted += 1
         if keys:
-            future = self._pool.submit(self.tagger.run, self.tagger.prepare(keys)) if self._pool is not None else None
-            self._pending.append((self._submitted, keys, future))
+            job = self.tagger.prepare(keys) if self.tagger is not None else None
+            future = self._pool.submit(self.tagger.run, job) if self._pool is not None else None
+            self._pending.append((self._submitted, keys, job, future))
         return self._submitted
 
     def tags(self, through: int | None = None) -> dict[tuple[str, ...], Tags]:
@@ -230,18 +234,39 @@ class SegmentQueue:
         if not ready:
             return self._done
         self._pending = [p for p in self._pending if p[0] > limit]
-        raw: dict[tuple[str, ...], tuple[str, ...]] = {}
-        if self._pool is not None:
-            for _, keys, future in ready:
-                raw.update(self.tagger.labels_of(keys, future.result()))
-        else:
-            keys = [k for _, batch, _ in ready for k in batch]
-            if self.tagger is not None:
-                raw = self.tagger.tag(keys)
-            else:
-                raw = _tag_packed(keys, self.nlp, 1, self.per_doc)
-        self._done.update(with_pos_and_lemmas(raw, self.nlp, self.to_pos))
+        if self.tagger is None:
+            raw = _tag_packed([k for _, batch, *_ in ready for k in batch], self.nlp, 1, self.per_doc)
+            self._done.update(with_pos_and_lemmas(raw, self.nlp, self.to_pos))
+            return self._done
+        for _, keys, job, future in ready:  # in the order they were prepared
+            guesses = future.result() if future is not None else self.tagger.run(job)
+            self._done.update(self._tags_of(keys, job, guesses))
         return self._done
+
+    def _tags_of(self, keys: Sequence[tuple[str, ...]], job: _Job, guesses: np.ndarray) -> dict[tuple[str, ...], Tags]:
+        """`with_pos_and_lemmas` of the job's fine tags, each distinct (word, tag) worked out once
+        and each plural's lemma once per queue."""
+        labels = self.tagger.labels
+        n_labels = len(labels)
+        pairs, inverse = np.unique(job.ids * n_labels + guesses, return_inverse=True)
+        vocab, lemmas, to_pos = job.vocab, self._lemmas, self.to_pos
+        tagged = [(vocab[code // n_labels], labels[code % n_labels]) for code in pairs.tolist()]
+        plurals = sorted({w.lower() for w, t in tagged if t in _PLURAL_TAGS} - lemmas.keys())
+        if plurals:
+            found = plural_lemmas(plurals, self.nlp)
+            lemmas.update((w, found.get(w, w)) for w in plurals)
+        triples = []
+        for w, t in tagged:
+            lower = w.lower()
+            triples.append((to_pos.get(t, "X"), t, lemmas[lower] if t in _PLURAL_TAGS else lower))
+        per_word = list(map(triples.__getitem__, inverse.reshape(-1).tolist()))
+        out: dict[tuple[str, ...], Tags] = {}
+        i = 0
+        for key in keys:
+            j = i + len(key)
+            out[key] = tuple(per_word[i:j])
+            i = j
+        return out
 
     def close(self) -> None:
         if self._pool is not None:
@@ -284,6 +309,7 @@ class _Job:
     rows: list[int]
     gap_id: int
     new: Doc | None
+    vocab: list[str]  # the job's distinct words: `ids` index it
 
 
 class SegmentTagger:
@@ -302,7 +328,8 @@ class SegmentTagger:
 
     def __init__(self, nlp: Language, embed, blocks: list, softmax, labels: Sequence[str]) -> None:
         self.nlp, self.embed, self.blocks, self.softmax = nlp, embed, blocks, softmax
-        self.fast_blocks = [_with_numpy_products(block) for block in blocks]
+        self.fast_blocks = [_FastBlock.of(block, embed.get_dim("nO")) or _with_numpy_products(block)
+                            for block in blocks]
         self.labels = list(labels)
         self.width = embed.get_dim("nO")
         self._row: dict[str, int] = {}
@@ -353,7 +380,7 @@ class SegmentTagger:
         lengths = np.fromiter((len(k) for k in keys), dtype=np.int64, count=len(keys))
         ids = np.fromiter((local[w] for k in keys for w in k), dtype=np.int64, count=int(lengths.sum()))
         return _Job(lengths, ids, [self._row[w] for w in vocab], local[gap],
-                    Doc(self.nlp.vocab, words=new) if new else None)
+                    Doc(self.nlp.vocab, words=new) if new else None, vocab)
 
     def run(self, job: _Job, chunk: int = 8192) -> np.ndarray:
         """Tag ids (label indices) of every word of the job's segments, in order. Jobs run in the
@@ -364,14 +391,19 @@ class SegmentTagger:
         out = []
         starts = np.concatenate([[0], np.cumsum(job.lengths)])
         with _one_blas_thread():
+            first = self.fast_blocks[0]
+            # the first layer's products of every word of the job, once for all its chunks
+            products = first.products(emb) if isinstance(first, _FastBlock) else None
             for s in range(0, len(job.lengths), chunk):
                 e = min(s + chunk, len(job.lengths))
-                out.append(self._tag_exactly(job.lengths[s:e], job.ids[starts[s]:starts[e]], emb, job.gap_id))
+                out.append(self._tag_exactly(job.lengths[s:e], job.ids[starts[s]:starts[e]], emb, job.gap_id,
+                                             products))
         return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
-    def _tag_exactly(self, lengths: np.ndarray, ids: np.ndarray, emb: np.ndarray, gap_id: int) -> np.ndarray:
+    def _tag_exactly(self, lengths: np.ndarray, ids: np.ndarray, emb: np.ndarray, gap_id: int,
+                     products: np.ndarray | None = None) -> np.ndarray:
         """Tag ids through the fast layers, the segments of near ties again through the pipeline's."""
-        guesses, margin = self._tag_chunk(lengths, ids, emb, gap_id, self.fast_blocks)
+        guesses, margin = self._tag_chunk(lengths, ids, emb, gap_id, self.fast_blocks, products)
         near = margin < TIE_MARGIN
         if near.any():
             segment = np.repeat(np.arange(lengths.size), lengths)
@@ -396,7 +428,7 @@ class SegmentTagger:
         return self.labels_of(keys, self.run(self.prepare(keys))) if keys else {}
 
     def _tag_chunk(self, lengths: np.ndarray, ids: np.ndarray, emb: np.ndarray, gap_id: int,
-                   blocks: list) -> tuple[np.ndarray, np.ndarray]:
+                   blocks: list, products: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Tag ids of the words of `lengths.size` segments laid out as gap, key 1, gap, ..., key n,
         gap, and the margin between each word's two best tag scores. A row's value at layer k is
         a function of its window's values at layer k - 1, so each layer computes each distinct
@@ -424,11 +456,15 @@ class SegmentTagger:
             else:
                 distinct, inverse = np.unique(windows, axis=0, return_inverse=True)
                 left, mid, right = distinct[:, 0], distinct[:, 1], distinct[:, 2]
-            X = np.empty((left.size, 3 * width), dtype="float32")
-            X[:, :width] = table[left]
-            X[:, width:2 * width] = table[mid]
-            X[:, 2 * width:] = table[right]
-            table = table[mid] + block.predict(X)  # residual
+            if isinstance(block, _FastBlock):
+                out = block.windows(table, left, mid, right, products if k == 1 else None)
+            else:
+                X = np.empty((left.size, 3 * width), dtype="float32")
+                X[:, :width] = table[left]
+                X[:, width:2 * width] = table[mid]
+                X[:, 2 * width:] = table[right]
+                out = block.predict(X)
+            table = table[mid] + out  # residual
             value[rows] = inverse.reshape(-1)
         final = value[word_rows]  # at layer 4 every row of `table` is a segment word
         probs = self.softmax.predict(table)
@@ -438,6 +474,73 @@ class SegmentTagger:
         else:
             margin = np.full(len(probs), np.inf)
         return probs.argmax(axis=1)[final], margin[final]
+
+
+class _FastBlock:
+    """One encoder layer (maxout >> layernorm, dropout off at inference) in numpy arithmetic.
+
+    The maxout's pieces are laid out piece by piece (so the max runs over contiguous blocks),
+    and a window's product splits into its three rows' products (left, middle, right): when a
+    layer has fewer distinct input rows than distinct windows (the first layer: distinct words
+    vs. distinct word trigrams), each row is multiplied once and the windows sum three rows of
+    products. Only the order of the sums differs from thinc's layers (see TIE_MARGIN).
+    """
+
+    def __init__(self, W: np.ndarray, b: np.ndarray, G: np.ndarray, shift: np.ndarray, n_pieces: int) -> None:
+        self.W, self.b, self.G, self.shift, self.n_pieces = W, b, G, shift, n_pieces
+        self.n_out = G.shape[0]
+        width = W.shape[0] // 3
+        self.split = np.ascontiguousarray(np.concatenate([W[i * width:(i + 1) * width] for i in range(3)], axis=1))
+
+    @classmethod
+    def of(cls, block, width: int) -> _FastBlock | None:
+        """A fast copy of a `maxout>>layernorm>>dropout` block over windows of 3 rows of `width`."""
+        try:
+            layers = {node.name: node for node in block.walk()}
+            maxout, norm = layers["maxout"], layers["layernorm"]
+            if block.name != "maxout>>layernorm>>dropout" or maxout.attrs.get("normalize", False):
+                return None
+            n_out, n_pieces, n_in = maxout.get_dim("nO"), maxout.get_dim("nP"), maxout.get_dim("nI")
+            if n_in != 3 * width or norm.get_dim("nI") != n_out:
+                return None
+            W = np.asarray(maxout.get_param("W"), dtype="float32").reshape(n_out, n_pieces, n_in)
+            b = np.asarray(maxout.get_param("b"), dtype="float32").reshape(n_out, n_pieces)
+            return cls(np.ascontiguousarray(W.transpose(1, 0, 2).reshape(n_pieces * n_out, n_in).T),
+                       np.ascontiguousarray(b.T.reshape(-1)), np.asarray(norm.get_param("G"), dtype="float32"),
+                       np.asarray(norm.get_param("b"), dtype="float32"), n_pieces)
+        except (AttributeError, KeyError, ValueError, TypeError):
+            return None
+
+    def products(self, rows: np.ndarray) -> np.ndarray:
+        """Each row's products as the left, middle and right row of a window, side by side."""
+        return rows @ self.split
+
+    def windows(self, table: np.ndarray, left: np.ndarray, mid: np.ndarray, right: np.ndarray,
+                products: np.ndarray | None = None) -> np.ndarray:
+        """The layer's output for the windows (table[left], table[mid], table[right])."""
+        width, wide = table.shape[1], self.W.shape[1]
+        if products is None and 2 * table.shape[0] < left.size:
+            products = self.products(table)
+        if products is not None:
+            Y = products[left, :wide] + products[mid, wide:2 * wide]
+            Y += products[right, 2 * wide:]
+        else:
+            X = np.empty((left.size, 3 * width), dtype="float32")
+            X[:, :width] = table[left]
+            X[:, width:2 * width] = table[mid]
+            X[:, 2 * width:] = table[right]
+            Y = X @ self.W
+        Y += self.b
+        n = self.n_out
+        best = Y[:, :n] if self.n_pieces == 1 else np.maximum(Y[:, :n], Y[:, n:2 * n])
+        for p in range(2, self.n_pieces):
+            np.maximum(best, Y[:, p * n:(p + 1) * n], out=best)
+        mu = best.mean(axis=1, keepdims=True)
+        var = best.var(axis=1, keepdims=True) + 1e-08
+        out = (best - mu) * var ** (-1.0 / 2.0)
+        out *= self.G
+        out += self.shift
+        return out
 
 
 def _with_numpy_products(block):

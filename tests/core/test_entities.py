@@ -192,6 +192,17 @@ def test_extraction_leaves_the_garbage_collector_as_it_found_it(onto, nlp):
         gc.enable()
 
 
+def test_threaded_extraction_restores_the_thread_switch_interval(onto, nlp):
+    import sys
+
+    docs = pl.DataFrame({"doc_id": ["G1", "G2"], "text": ["A stent.", "A balloon catheter."]})
+    before = sys.getswitchinterval()
+    one = extract_mentions(docs, onto, nlp)
+    assert sys.getswitchinterval() == before
+    assert extract_mentions(docs, onto, nlp, n_process=2).mentions.equals(one.mentions)
+    assert sys.getswitchinterval() == before
+
+
 def test_empty_input_gives_empty_typed_tables(onto, nlp):
     out = extract_mentions(pl.DataFrame(schema={"doc_id": pl.String, "text": pl.String}), onto, nlp)
     assert out.mentions.height == 0 and out.mentions.schema == schemas.MENTIONS

@@ -119,6 +119,43 @@ def test_segment_queue_tags_in_background_threads_like_at_once(nlp):
         queue.close()
 
 
+def test_segment_queue_tags_are_the_packed_docs_tags_with_pos_and_lemmas(nlp):
+    """The queue works out POS and plural lemmas per distinct (word, tag) and per batch; the same
+    as with_pos_and_lemmas over nlp.pipe's tags of the packed Docs, in one thread or two."""
+    from meddevkg_core.phrases import with_pos_and_lemmas
+
+    keys = sorted({segment_key(t, a, b) for t, spans in (_segments(nlp, s) for s in SENTENCES) for a, b in spans})
+    keys += [("Stents",), ("stents",), ("media",), ("catheters", "catheters")]
+    reference = with_pos_and_lemmas(_tag_packed(keys, nlp, 1, 200), nlp)
+    for n_threads in (1, 2):
+        queue = SegmentQueue(nlp, n_threads=n_threads)
+        try:
+            for s in range(0, len(keys), 7):
+                queue.submit(keys[s:s + 7])
+            assert queue.tags() == reference
+        finally:
+            queue.close()
+
+
+def test_fast_layers_match_the_pipelines_layers(nlp):
+    """Each encoder layer in numpy (pieces laid out contiguously, first-layer products per word)
+    gives thinc's outputs up to the order of the sums."""
+    import numpy as np
+
+    from meddevkg_core.phrases import _FastBlock
+
+    tagger = SegmentTagger.of(nlp)
+    rng = np.random.default_rng(0)
+    table = rng.standard_normal((50, tagger.width)).astype("float32")
+    left, mid, right = (rng.integers(0, 50, 400) for _ in range(3))
+    X = np.concatenate([table[left], table[mid], table[right]], axis=1)
+    for block, fast in zip(tagger.blocks, tagger.fast_blocks, strict=True):
+        assert isinstance(fast, _FastBlock)
+        expected = block.predict(X)
+        assert np.abs(fast.windows(table, left, mid, right) - expected).max() < 1e-4  # products per row
+        assert np.abs(fast.windows(table, left[:30], mid[:30], right[:30]) - expected[:30]).max() < 1e-4  # windows
+
+
 def test_plural_lemmas_are_the_lemmatizers(nlp):
     from spacy.tokens import Doc
 
