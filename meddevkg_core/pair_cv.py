@@ -5,9 +5,11 @@ folds are grouped by device (devices that share a device text or a patent are ke
 no text is ever on both sides of a split), the split itself never looks at labels, every cut-off
 is chosen on training devices only (nested), and latency excludes model loading.
 
-Every feature is a function of the texts alone. The TF-IDF vocabulary and idf, and the "pool"
-percentiles, are fitted unsupervised on all distinct texts of the input: no label is used, so
-this is transductive but leak-free (deployment has the whole corpus to fit them on too).
+Every feature is a function of the texts alone, except the year gap, which is read off the two
+ids (pair_features: a PMA/HDE number starts with its filing year, a US patent number gives its
+grant year). The TF-IDF vocabulary and idf, and the "pool" percentiles, are fitted unsupervised on
+all distinct texts of the input: no label is used, so this is transductive but leak-free
+(deployment has the whole corpus to fit them on too).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import xgboost as xgb
 from scipy import sparse
 from scipy.sparse.csgraph import connected_components
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, TfidfVectorizer
+from sklearn.impute import SimpleImputer
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import (
     average_precision_score,
@@ -49,6 +52,7 @@ from meddevkg_core.embeddings import Encoder
 from meddevkg_core.entities import extract_mentions
 from meddevkg_core.entity_match import DocKeys, doc_keys
 from meddevkg_core.ontology import Ontology
+from meddevkg_core.pair_features import with_year_features
 
 if TYPE_CHECKING:
     from spacy.language import Language
@@ -59,6 +63,9 @@ PAIRS = pl.Schema(
 """A labelled pair file: the paper's `evaluation_dataset.csv` contract (pair_eval.parquet)."""
 
 ENTITY_FEATURES = ("entity_score", "n_shared_s", "n_shared_a", "n_shared_b", "n_shared_anchor", "entity_overlap")
+YEAR_FEATURES = ("year_gap", "abs_year_gap")
+"""Patent grant year minus device filing year, and its size: a pair property (a random device x
+patent pair is usually years apart, a patent and the device it marks are close in time)."""
 LENGTH_FEATURES = ("device_chars", "patent_chars")
 """One side's text only: they can only tell which devices/patents tend to be gold, a property of
 how the labelled set was sampled (METHOD §9.1), not of the pair. Reported as an ablation."""
@@ -308,6 +315,15 @@ def cross_encoder_features(pairs: pl.DataFrame, scorer: PairScorer, max_chars: i
     return {"cross_encoder": np.array([scores[t] for t in texts], np.float32)}
 
 
+def year_features(pairs: pl.DataFrame) -> dict[str, np.ndarray]:
+    """YEAR_FEATURES from the ids (NaN where an id carries no year); none when no pair has both years."""
+    gap = (with_year_features(pairs.select("fda_id", "pat_id"))["year_gap"]
+           .cast(pl.Float32).fill_null(np.nan).to_numpy())
+    if np.isnan(gap).all():
+        return {}
+    return {"year_gap": gap, "abs_year_gap": np.abs(gap)}
+
+
 def length_features(idx: TextIndex) -> dict[str, np.ndarray]:
     dev = np.array([len(t) for t in idx.device_texts], np.float32)
     pat = np.array([len(t) for t in idx.patent_texts], np.float32)
@@ -329,6 +345,7 @@ def pair_features(pairs: pl.DataFrame, encoder: Encoder, nlp: Language | None, o
         ("tfidf", lambda: tfidf_features(idx)),
         ("jaccard", lambda: jaccard_features(idx)),
         ("lengths", lambda: length_features(idx)),
+        ("years", lambda: year_features(pairs)),
     ]
     if nlp is not None and ontology is not None:
         steps.append(("entities", lambda: entity_features(idx, nlp, ontology)))
@@ -382,8 +399,10 @@ def xgb_fitter(cfg: RerankConfig) -> Fitter:
 
 
 def logistic_fitter(x: np.ndarray, y: np.ndarray) -> Model:
-    """Standardised L2 logistic regression: fewer degrees of freedom than trees for ~2K pairs."""
-    return make_pipeline(StandardScaler(), LogisticRegression(C=1.0, max_iter=5000)).fit(x, y)
+    """Standardised L2 logistic regression: fewer degrees of freedom than trees for ~2K pairs.
+    A missing value (an id without a year) takes the training folds' median."""
+    return make_pipeline(SimpleImputer(strategy="median", keep_empty_features=True), StandardScaler(),
+                         LogisticRegression(C=1.0, max_iter=5000)).fit(x, y)
 
 
 def _importance(model: Model, names: Sequence[str]) -> np.ndarray:
@@ -499,6 +518,8 @@ def learned_variants(available: Sequence[str], cfg: RerankConfig) -> dict[str, t
         "learned_logistic": (list(available), logistic_fitter),
         "learned_logistic_pair_only": (pair_only, logistic_fitter),
     }
+    if any(f in available for f in YEAR_FEATURES):
+        variants["learned_logistic_no_years"] = ([f for f in available if f not in YEAR_FEATURES], logistic_fitter)
     if "cross_encoder" in available:
         variants["learned_no_cross_encoder"] = ([f for f in available if f != "cross_encoder"], xgb_fitter(cfg))
     return variants
@@ -611,7 +632,7 @@ def run_pairs_cv(pairs: pl.DataFrame, encoder: Encoder, nlp: Language | None, on
                "within_device_roc_auc: mean over devices with both classes, blind to which devices carry gold "
                "(the sampling artefact of METHOD §9.1)",
         "unsupervised_fits": "TF-IDF idf and pool percentiles are fitted on all distinct texts of the input, "
-                             "without labels (leak-free, transductive)",
+                             "without labels (leak-free, transductive); year_gap is read off the two ids",
         "features": names,
         "scorers": first.metrics,
         "repeated": _repeat_summary(runs) if repeats > 1 else None,

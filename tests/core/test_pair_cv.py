@@ -276,3 +276,22 @@ def test_main_pairs_cv_writes_and_returns_the_report(tmp_path: Path, pairs: pl.D
     assert report["repeated"]["learned"]["roc_auc_std"] >= 0
     assert "model_loading" in report["timings_s"]
     assert json.loads((tmp_path / "out" / "report.json").read_text())["scorers"].keys() == report["scorers"].keys()
+
+
+# --- year features ----------------------------------------------------------------------------
+
+
+def test_year_gap_is_read_off_the_ids_and_missing_where_an_id_has_no_year():
+    df = pl.DataFrame([("P040002", "7000000", "a", "b", 1), ("P990001", "5000000", "c", "d", 0),
+                       ("N12345", "7000000", "e", "f", 0)], schema=pair_cv.PAIRS, orient="row")
+    feats = pair_cv.year_features(df)
+    np.testing.assert_allclose(feats["year_gap"][:2], [2006 - 2004, 1991 - 1999])
+    np.testing.assert_allclose(feats["abs_year_gap"][:2], [2, 8])
+    assert np.isnan(feats["year_gap"][2]) and np.isnan(feats["abs_year_gap"][2])
+    assert pair_cv.year_features(df.with_columns(pl.lit("x").alias("pat_id"))) == {}
+
+
+def test_logistic_fitter_takes_missing_values_from_the_training_median():
+    x = np.array([[0.0, np.nan], [1.0, 2.0], [0.1, np.nan], [0.9, 3.0]])
+    model = pair_cv.logistic_fitter(x, np.array([0, 1, 0, 1]))
+    assert np.isfinite(model.predict_proba(np.array([[0.5, np.nan]]))).all()
