@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from meddevkg_core.sources.openfda_recall import recall_pma_numbers, recall_summary
@@ -155,14 +156,23 @@ def grant_year_from_number(pat_id: str | None) -> int | None:
     """Grant year of a US utility patent from its number (`US10000000B2` or `10000000`); None otherwise."""
     if not isinstance(pat_id, str):
         return None
-    match = re.fullmatch(r"(?:US)?0*(\d{7,8})(?:[AB]\d)?", pat_id.strip().upper().replace(",", ""))
-    if match is None:
-        return None
-    number = int(match.group(1))
-    if number >= FIRST_UTILITY_PATENT_OF_YEAR[max(FIRST_UTILITY_PATENT_OF_YEAR)] + 450_000:
-        return None  # beyond the table (or not a real US number, e.g. a fictional demo id)
-    years = [y for y, first in FIRST_UTILITY_PATENT_OF_YEAR.items() if number >= first]
-    return max(years) if years else None
+    return grant_years(pl.Series([pat_id], dtype=pl.String)).item()
+
+
+_FIRST_NUMBERS = np.array([FIRST_UTILITY_PATENT_OF_YEAR[y] for y in sorted(FIRST_UTILITY_PATENT_OF_YEAR)], np.int64)
+_LAST_NUMBER = int(_FIRST_NUMBERS[-1]) + 450_000
+"""Numbers past the table's last year plus a year of grants are not real US numbers (demo ids)."""
+
+
+def grant_years(pat_ids: pl.Series) -> pl.Series:
+    """`grant_year_from_number` of every id (Int32, null where an id gives no year), vectorised."""
+    digits = (pat_ids.cast(pl.String).str.strip_chars().str.to_uppercase().str.replace_all(",", "")
+              .str.extract(r"^(?:US)?0*(\d{7,8})(?:[AB]\d)?$", 1).cast(pl.Int64))
+    number = digits.fill_null(-1).to_numpy()
+    known = (number >= _FIRST_NUMBERS[0]) & (number < _LAST_NUMBER)
+    year = np.full(len(number), np.nan, np.float32)
+    year[known] = min(FIRST_UTILITY_PATENT_OF_YEAR) + np.searchsorted(_FIRST_NUMBERS, number[known], side="right") - 1
+    return pl.Series("grant_year", year).fill_nan(None).cast(pl.Int32)
 
 
 def patent_years(patents: pl.DataFrame) -> pl.DataFrame:
@@ -171,7 +181,7 @@ def patent_years(patents: pl.DataFrame) -> pl.DataFrame:
         return pl.col(col).cast(pl.Date, strict=False).dt.year() if col in patents.columns else pl.lit(None, pl.Int32)
 
     out = patents.select("pat_id", year("filing_date").alias("filing_year"), year("grant_date").alias("grant_year"))
-    guess = pl.Series([grant_year_from_number(p) for p in out["pat_id"]], dtype=pl.Int32)
+    guess = grant_years(out["pat_id"])
     return out.with_columns(
         pl.when(pl.col("grant_year").is_not_null()).then(pl.lit("grant_date"))
         .when(guess.is_not_null()).then(pl.lit("patent_number")).alias("grant_year_source"),

@@ -310,7 +310,7 @@ def _extract_valid(valid: list[tuple[str, str]], ontology: Ontology, nlp: Langua
                 n += 1
                 for cand in _dedupe(_candidates(doc, text, toks, doc_spans, keys, matcher, state)):
                     span, at = cand.mention, cand.start
-                    if span.strip() and text.startswith(span, at):  # ground_span's first case, inline
+                    if span.strip() and text.startswith(span, at):  # ground_span's first case, inline (hot loop)
                         match = cand.match
                         mentions.append((doc_id, span, at, at + len(span), cand.entity_type, match.norm,
                                          match.concept_id, match.map_tier, "exact"))
@@ -385,17 +385,6 @@ class _MemoOntology:
             return n
 
 
-def _cue_class(toks: Tokens, start: int, end: int) -> int:
-    """How the stop word before a segment changes its first word (phrases.segment_words): 1 verbal,
-    2 nominal (one-word segments only), 0 not at all."""
-    cue = toks.lower[start - 1] if start > 0 else ""
-    if cue in VERBAL_CONTEXT:
-        return 1
-    if cue in NOMINAL_CONTEXT and end - start == 1:
-        return 2
-    return 0
-
-
 def _segment_entry(toks: Tokens, start: int, end: int, text: str, state: _DocState) -> tuple[tuple[str, ...], tuple]:
     """POS and relative chunk candidates of a segment at its first occurrence (see _DocState)."""
     seg_words = segment_words(toks, start, end, state.tags)
@@ -413,7 +402,9 @@ def _candidates(doc: Doc, text: str, toks: Tokens, spans: list[tuple[int, int]],
     entries = []
     known, lower = state.segments, toks.lower
     for (start, end), key in zip(spans, keys, strict=True):
-        cue = lower[start - 1] if start > 0 else ""  # _cue_class, inline
+        # how the stop word before the segment changes its first word (phrases.segment_words):
+        # 1 verbal, 2 nominal (one-word segments only), 0 not at all; inline (a hot loop)
+        cue = lower[start - 1] if start > 0 else ""
         seg = (key, 1 if cue in VERBAL_CONTEXT else 2 if end - start == 1 and cue in NOMINAL_CONTEXT else 0)
         if (entry := known.get(seg)) is None:
             entry = known[seg] = _segment_entry(toks, start, end, text, state)

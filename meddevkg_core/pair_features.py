@@ -19,18 +19,12 @@ candidates (hundreds of same-company patents for a large company) the spread is 
 
 from __future__ import annotations
 
-import numpy as np
 import polars as pl
 
-from meddevkg_core.applications import FIRST_UTILITY_PATENT_OF_YEAR
+from meddevkg_core.applications import grant_years
 
 YEAR_FEATURES = ("grant_year", "device_year", "year_gap")
 POOL_FEATURES = ("pool_size", "sim_z_pool", "lexical_z_pool", "sim_z_company", "lexical_z_company")
-
-_FIRST_YEAR = min(FIRST_UTILITY_PATENT_OF_YEAR)
-_FIRST_NUMBERS = np.array([FIRST_UTILITY_PATENT_OF_YEAR[y] for y in sorted(FIRST_UTILITY_PATENT_OF_YEAR)], np.int64)
-_LAST_NUMBER = int(_FIRST_NUMBERS[-1]) + 450_000
-"""Numbers past the table's last year plus a year of grants are not real US numbers (demo ids)."""
 
 
 def device_year(fda_id: pl.Expr) -> pl.Expr:
@@ -40,14 +34,8 @@ def device_year(fda_id: pl.Expr) -> pl.Expr:
 
 
 def grant_year(pat_id: pl.Series) -> pl.Series:
-    """Grant year of each US utility patent number (as `applications.grant_year_from_number`), vectorised."""
-    digits = (pat_id.str.strip_chars().str.to_uppercase().str.replace_all(",", "")
-              .str.extract(r"^(?:US)?0*(\d{7,8})(?:[AB]\d)?$", 1).cast(pl.Int64))
-    number = digits.to_numpy().astype(np.float64)  # nulls -> nan
-    known = ~np.isnan(number) & (number >= _FIRST_NUMBERS[0]) & (number < _LAST_NUMBER)
-    year = np.full(len(number), np.nan, np.float32)
-    year[known] = _FIRST_YEAR + np.searchsorted(_FIRST_NUMBERS, number[known].astype(np.int64), side="right") - 1
-    return pl.Series("grant_year", year, pl.Float32).fill_nan(None)
+    """Grant year of each US utility patent number (`applications.grant_years`), as Float32."""
+    return grant_years(pat_id).cast(pl.Float32)
 
 
 def with_year_features(pairs: pl.DataFrame) -> pl.DataFrame:

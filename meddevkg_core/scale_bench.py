@@ -39,7 +39,6 @@ from scipy import sparse
 
 from meddevkg_core.baselines import TfidfScorer
 from meddevkg_core.candidates import Stage2Inputs, collect_candidates, max_devices_per_block, release_free_heap
-from meddevkg_core.candidates import generate_candidates as generate_candidates  # Stage 2, as the bench runs it
 from meddevkg_core.config import CandidateConfig, PipelineConfig
 from meddevkg_core.entity_match import EntityMatcher, doc_keys
 from meddevkg_core.ontology import Ontology, load_meddevonto

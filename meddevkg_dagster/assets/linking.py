@@ -5,7 +5,7 @@ import polars as pl
 
 from meddevkg_core import schemas
 from meddevkg_core.companies import build_company_dictionary, company_match_table
-from meddevkg_core.candidates import Stage2Inputs, generate_candidates
+from meddevkg_core.candidates import Stage2Inputs, collect_candidates
 from meddevkg_core.config import PipelineConfig
 from meddevkg_core.cross_encoder import score_candidate_pairs
 from meddevkg_core.pipeline import stage2_inputs
@@ -60,8 +60,10 @@ def candidate_pool(context: dg.AssetExecutionContext, corpus: CorpusResource,
     with stopwatch() as t:
         inputs = _stage2_inputs(corpus, config, pma_documents, patents, device_embeddings, patent_embeddings,
                                 device_entities, patent_entities, meddevonto)
-        pool = generate_candidates(inputs, config.candidates, partition_keys(context) or None,
+        parts = collect_candidates(inputs, config.candidates, partition_keys(context) or None,
                                    progress=log_progress(context, "devices"))
+        del inputs  # vectors and entity index go before the pool is assembled (see collect_candidates)
+        pool = parts.to_frame()
     pairs = pma_documents.height * patents.height
     admitted = dict(pool.group_by("admitted_by").len().iter_rows())
     context.log.info(f"scored {pairs} pairs in {t['seconds']}s; kept {pool.height}")

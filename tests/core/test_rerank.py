@@ -3,6 +3,7 @@ import polars as pl
 import pytest
 
 from meddevkg_core import rerank, schemas
+from meddevkg_core.candidates import generate_candidates
 from meddevkg_core.config import RerankConfig
 from meddevkg_core.rerank import (
     FEATURES,
@@ -163,7 +164,7 @@ def bench_stage3():
 
     corpus = scale_bench.synthetic_corpus(3_000, 20, seed=0)
     cfg = PipelineConfig()
-    pool = scale_bench.generate_candidates(scale_bench.stage2_inputs(corpus, cfg), cfg.candidates)
+    pool = generate_candidates(scale_bench.stage2_inputs(corpus, cfg), cfg.candidates)
     gold = scale_bench.synthetic_gold(pool, n_devices=8, seed=0)
     features = feature_frame(pool, None)
     models = fit_fold_models(features.filter(pl.col("fda_id").is_in(gold["fda_id"].unique().implode())), gold,
