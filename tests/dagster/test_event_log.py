@@ -128,3 +128,57 @@ def test_without_dagster_home_or_base_dir_it_says_what_is_missing(monkeypatch):
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     with pytest.raises(Exception, match="DAGSTER_HOME"):
         BatchingSqliteEventLogStorage()
+
+
+def _batching_instance(tmp_path: Path):
+    return dg.instance_for_test(overrides={"event_log_storage": {
+        **BATCHING, "config": {"base_dir": str(tmp_path / "events")}}})
+
+
+def test_a_run_reuses_open_connections_instead_of_opening_one_per_event(tmp_path):
+    import sqlalchemy as sa
+
+    opened = Counter()
+
+    def count(dbapi_connection, _record) -> None:  # every new SQLite connection, whatever the pool
+        opened[Path(dbapi_connection.execute("PRAGMA database_list").fetchone()[2]).name] += 1
+
+    with _batching_instance(tmp_path) as instance:
+        _backfill(instance)  # creates the schema of the index and of a first run database
+        sa.event.listen(sa.pool.Pool, "connect", count)
+        try:
+            run_id = _backfill(instance)
+        finally:
+            sa.event.remove(sa.pool.Pool, "connect", count)
+        storage = instance.event_log_storage
+        assert instance.get_materialized_partitions(dg.AssetKey("downstream")) == set(KEYS)
+        assert len(instance.all_logs(run_id)) > 100
+        # one connection for the new run's database and at most one more for its schema set-up;
+        # the index database's connection was already open
+        assert opened[f"{run_id}.db"] <= 2 and not opened["index.db"], dict(opened)
+    assert not storage._engines, "disposing the instance closes the pooled connections"
+
+
+def test_open_run_databases_are_bounded_and_wipe_and_fork_start_afresh(tmp_path):
+    from meddevkg_dagster.event_log import OPEN_RUN_SHARDS
+
+    @dg.asset
+    def tiny() -> None:
+        return None
+
+    job = dg.Definitions(assets=[tiny]).resolve_implicit_global_asset_job_def()
+    with _batching_instance(tmp_path) as instance:
+        storage = instance.event_log_storage
+        runs = [job.execute_in_process(instance=instance).run_id for _ in range(OPEN_RUN_SHARDS + 3)]
+        assert len(storage._engines) == OPEN_RUN_SHARDS + 1 and "index" in storage._engines
+        assert runs[0] not in storage._engines and runs[-1] in storage._engines
+        assert len(instance.all_logs(runs[0])) > 0  # a closed run database opens again when read
+
+        index_engine = storage._engines["index"]
+        storage._engines_pid = -1  # as a forked child sees it
+        job.execute_in_process(instance=instance)
+        assert storage._engines["index"] is not index_engine
+
+        storage.wipe()
+        assert not list((tmp_path / "events").glob(f"{runs[-1]}.db*"))
+        assert job.execute_in_process(instance=instance).success
