@@ -266,7 +266,7 @@ def _bench_backfill(args: argparse.Namespace) -> int:
     os.environ.pop("DAGSTER_HOME", None)  # an instance of its own under that home
     from meddevkg_dagster.backfill_bench import run_backfill_bench
 
-    report = run_backfill_bench(Path(args.corpus).resolve(), args.runs)
+    report = run_backfill_bench(Path(args.corpus).resolve(), args.runs, args.patent_copies)
     print(f"\nbackfill of {report['devices']} device partitions x {report['patents']} patents "
           f"({report['links']} pool rows), median of {report['runs']}: Dagster (one run) "
           f"{report['dagster_median_s']} s, core directly {report['core_median_s']} s, ratio {report['ratio']}; "
@@ -493,6 +493,8 @@ def main(argv: list[str] | None = None) -> int:
     bbf.add_argument("--corpus", required=True, help="corpus directory")
     bbf.add_argument("--runs", type=int, default=3)
     bbf.add_argument("--home", help="MEDDEVKG_HOME for the run (default: a new temporary directory)")
+    bbf.add_argument("--patent-copies", type=int, default=1, help="link the devices against this many copies of "
+                     "the stored patents (ids suffixed ~i), to see the ratio at a larger patent corpus")
     bbf.set_defaults(func=_bench_backfill)
     sel = sub.add_parser("select-devices", help="the paper's cardiovascular device selection on FDA PMA records, "
                          "compared with a benchmark's devices")

@@ -21,7 +21,7 @@ def test_bench_backfill_times_one_run_against_the_core_and_both_produce_the_same
     env["MEDDEVKG_EMBEDDING_MODEL"] = "hashing"
     home = tmp_path / "home"
     proc = subprocess.run([sys.executable, "-m", "meddevkg_dagster.cli", "bench-backfill", "--corpus",
-                           str(demo_corpus_dir()), "--runs", "1", "--home", str(home)],
+                           str(demo_corpus_dir()), "--runs", "1", "--home", str(home), "--patent-copies", "2"],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     report = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -33,4 +33,25 @@ def test_bench_backfill_times_one_run_against_the_core_and_both_produce_the_same
     assert report["cpu_ratio"] == pytest.approx(report["dagster_cpu_median_s"] / report["core_cpu_median_s"], rel=0.05)
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
         stored = con.sql("select count(*) from meddevkg.reranked_links").fetchone()[0]
+        copies = con.sql("select count(*) from meddevkg.reranked_links where pat_id like '%~1'").fetchone()[0]
+        patents = con.sql("select count(*), count(distinct pat_id) from meddevkg.patents").fetchone()
     assert report["links"] == stored > 0  # the core did the same work the backfill stored
+    assert report["patent_copies"] == 2 and report["patents"] == patents[0] == patents[1]
+    assert 0 < copies < stored  # the devices were linked against both copies of the patents
+
+
+def test_replicating_the_patent_tables_copies_every_row_under_new_ids():
+    from meddevkg_dagster.backfill_bench import replicate_patent_tables
+
+    con = duckdb.connect()
+    con.execute("create schema meddevkg")
+    con.execute("create table meddevkg.patents as select * from (values ('1', 'a'), ('2', 'b')) t(pat_id, title)")
+    con.execute("create table meddevkg.patent_embeddings as select * from (values ('1', [0.5]), ('2', [1.0])) t(doc_id, embedding)")
+    con.execute("create table meddevkg.patent_entities as select * from (values ('1', 'stent'), ('1', 'valve')) t(doc_id, norm)")
+    assert replicate_patent_tables(con, 3) == 6
+    assert sorted(r[0] for r in con.sql("select pat_id from meddevkg.patents").fetchall()) == [
+        "1", "1~1", "1~2", "2", "2~1", "2~2"]
+    assert con.sql("select count(*) from meddevkg.patent_entities where doc_id = '1~2'").fetchone()[0] == 2
+    assert con.sql("select embedding from meddevkg.patent_embeddings where doc_id = '2~1'").fetchone()[0] == [1.0]
+    with pytest.raises(ValueError, match="at least 1"):
+        replicate_patent_tables(con, 0)
