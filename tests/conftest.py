@@ -25,3 +25,27 @@ def fake_source():
 
     with FakeSourceServer() as server:
         yield server
+
+
+TINY_BERT_WORDS = ["stent", "balloon", "catheter", "coronary", "valve", "dental", "implant", "the", "a", "with", "lead"]
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random 2-layer BERT sequence classifier (num_labels=1) saved like a hub checkpoint, so the
+    real cross-encoder loading code runs offline."""
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast  # type: ignore[attr-defined]
+
+    path = tmp_path_factory.mktemp("tiny_bert")
+    vocab = {tok: i for i, tok in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *TINY_BERT_WORDS])}
+    # transformers 5 ignores vocab_file= for the fast tokenizer; vocab= builds it in memory.
+    tokenizer = BertTokenizerFast(vocab=vocab, model_max_length=512)
+    torch.manual_seed(0)
+    config = BertConfig(  # type: ignore[call-arg]
+        vocab_size=len(vocab), hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128,
+        num_labels=1,
+    )
+    BertForSequenceClassification(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path

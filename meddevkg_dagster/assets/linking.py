@@ -19,6 +19,8 @@ from meddevkg_dagster.resources import (
 )
 
 DEVICE_PARTITIONED = {"partitions_def": pma_devices, "backfill_policy": DEVICE_BACKFILL}
+POOL_KEYS = dg.AssetIn(metadata={"columns": ["fda_id", "pat_id"]})
+"""The pool's pair keys only: the cross-encoder reads the texts from the device and patent tables."""
 
 
 def _by_device(schema: pl.Schema) -> dict[str, object]:
@@ -73,7 +75,8 @@ def candidate_pool(context: dg.AssetExecutionContext, corpus: CorpusResource,
 
 
 @dg.asset(group_name="rerank", pool=DUCKDB_POOL, op_tags=GPU_TAG, kinds={"pytorch", "duckdb"},
-          ins=all_patent_years("patents"), metadata=_by_device(schemas.CROSS_ENCODER_SCORES), **DEVICE_PARTITIONED)
+          ins={**all_patent_years("patents"), "candidate_pool": POOL_KEYS},
+          metadata=_by_device(schemas.CROSS_ENCODER_SCORES), **DEVICE_PARTITIONED)
 def cross_encoder_scores(context: dg.AssetExecutionContext, cross_encoder: CrossEncoderResource,
                          candidate_pool: pl.DataFrame, pma_documents: pl.DataFrame,
                          patents: pl.DataFrame) -> dg.Output[pl.DataFrame]:

@@ -21,33 +21,6 @@ from meddevkg_core.cross_encoder import (
     score_candidate_pairs,
 )
 
-WORDS = ["stent", "balloon", "catheter", "coronary", "valve", "dental", "implant", "the", "a", "with", "lead"]
-
-
-@pytest.fixture(scope="module")
-def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A random 2-layer BERT sequence classifier (num_labels=1) saved like a hub checkpoint."""
-    import torch
-    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast  # type: ignore[attr-defined]
-
-    path = tmp_path_factory.mktemp("tiny_bert")
-    vocab = {tok: i for i, tok in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS])}
-    # transformers 5 ignores vocab_file= for the fast tokenizer; vocab= builds it in memory.
-    tokenizer = BertTokenizerFast(vocab=vocab, model_max_length=512)
-    torch.manual_seed(0)
-    config = BertConfig(  # type: ignore[call-arg]
-        vocab_size=len(vocab),
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=128,
-        num_labels=1,
-    )
-    BertForSequenceClassification(config).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
-
-
 PAIRS = [
     ("the coronary stent", "a balloon catheter with stent"),
     ("dental implant", "a valve"),

@@ -49,6 +49,25 @@ def test_full_graph_materialises_with_checks_and_metadata(harness):
         "none configured" in mats["cross_encoder_scores"]["cross_encoder"].value
 
 
+def test_a_configured_cross_encoder_scores_every_pool_pair(harness, tiny_bert):
+    from meddevkg_dagster.resources import CrossEncoderResource
+
+    keys = _all_devices(harness)
+    assert harness.materialize(partition_range=(keys[0], keys[-1])).success
+    harness.resources["cross_encoder"] = CrossEncoderResource(model=str(tiny_bert), device="cpu")
+    result = harness.materialize(selection=dg.AssetSelection.assets("cross_encoder_scores", "reranked_links"),
+                                 partition_range=(keys[0], keys[-1]))
+    assert result.success
+    pool, scores = harness.table("candidate_pool"), harness.table("cross_encoder_scores")
+    assert scores.height == pool.height and scores["ai_score"].null_count() == 0
+    assert scores.select("fda_id", "pat_id").sort("fda_id", "pat_id").equals(
+        pool.select("fda_id", "pat_id").sort("fda_id", "pat_id"))
+    assert scores["ai_score"].n_unique() > 1  # pair texts reached the model, not empty strings
+    events = [e.event_specific_data.materialization for e in result.get_asset_materialization_events()
+              if e.asset_key.path == ["cross_encoder_scores"]]
+    assert len(events) == len(keys) and events[0].metadata["cross_encoder"].value == str(tiny_bert)
+
+
 def test_rematerialising_replaces_rows_instead_of_duplicating(harness):
     keys = _all_devices(harness)
     assert harness.materialize(partition_range=(keys[0], keys[-1])).success
