@@ -15,6 +15,9 @@ Dagster's SQLite storage also opens a new connection for every read and write an
 In WAL mode closing the last connection to a database checkpoints it (two fsyncs), so a run's few
 hundred step and log events cost about 7 ms each in connect, commit and close. This class keeps one
 pooled connection per database for the index and the most recently used run shards instead.
+Dagster's live run view learns of new events from a file watch on the run's database file, which
+that checkpoint used to modify; a commit on an open connection only appends to the `-wal` file, so
+after a transaction that changed rows the run's database file is touched (its mtime, no fsync).
 """
 
 from __future__ import annotations
@@ -89,8 +92,13 @@ class BatchingSqliteEventLogStorage(SqliteEventLogStorage):
             if shard not in self._initialized_dbs:
                 self._initdb(engine)
                 self._initialized_dbs.add(shard)
-            with engine.connect() as conn, conn.begin():
-                yield conn
+            with engine.connect() as conn:
+                sqlite = conn.connection.driver_connection
+                changes = sqlite.total_changes
+                with conn.begin():
+                    yield conn
+                if shard != INDEX_SHARD_NAME and sqlite.total_changes != changes:
+                    os.utime(self.path_for_shard(shard))  # wake the run's watchers (see the module docstring)
 
     def _engine(self, shard: str) -> sa.Engine:
         if self._engines_pid != os.getpid():  # a forked child must not use its parent's connections

@@ -182,3 +182,30 @@ def test_open_run_databases_are_bounded_and_wipe_and_fork_start_afresh(tmp_path)
         storage.wipe()
         assert not list((tmp_path / "events").glob(f"{runs[-1]}.db*"))
         assert job.execute_in_process(instance=instance).success
+
+
+def test_a_watcher_of_a_run_sees_events_written_on_an_open_connection(tmp_path):
+    """The UI follows a run through a file watch on its database, which a WAL commit alone does not touch."""
+    import time
+
+    def log(message: str) -> dg.EventLogEntry:
+        return dg.EventLogEntry(error_info=None, level="INFO", user_message=message, run_id="run-1",
+                                timestamp=time.time())
+
+    storage = BatchingSqliteEventLogStorage(base_dir=str(tmp_path))
+    try:
+        storage.store_event(log("first"))  # creates the run's database and keeps its connection open
+        seen: list[str] = []
+        storage.watch("run-1", None, lambda entry, _cursor: seen.append(entry.user_message))
+        time.sleep(0.5)  # the observer thread starts
+        storage.store_event(log("second"))
+        deadline = time.monotonic() + 10
+        while "second" not in seen and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "second" in seen
+        reads_before = len(seen)
+        storage.get_records_for_run("run-1")  # a read changes nothing, so it wakes no one
+        time.sleep(1)
+        assert len(seen) == reads_before
+    finally:
+        storage.dispose()
