@@ -72,7 +72,7 @@ def run_embed_bench(texts: Sequence[str], paths: Sequence[str] = PATHS, *, model
         raise ValueError("no texts to encode")
     if threads is not None:
         torch.set_num_threads(threads)
-    threads = torch.get_num_threads()  # ONNX Runtime gets the same number of intra-op threads
+    threads = torch.get_num_threads()  # ONNX Runtime runs as many batches side by side
     ort_available = importlib.util.find_spec("onnxruntime") is not None
     out: dict[str, Any] = {
         "n_texts": len(texts), "mean_chars": round(float(np.mean([len(t) for t in texts])), 1),

@@ -183,8 +183,8 @@ def load_sentence_encoder(
     - "torch-int8" (also `quantize=True`) runs the same weights with int8 dynamic quantisation of
       the Linear layers (`quantize_dynamic_int8`); the model id gets INT8_SUFFIX.
     - "onnx-fp32" / "onnx-int8" export the model to ONNX once (cached under `onnx_cache_dir`,
-      default onnx_encoder.default_onnx_cache_dir()) and run it with ONNX Runtime on `threads`
-      intra-op threads (default: the cores available); see meddevkg_core.onnx_encoder.
+      default onnx_encoder.default_onnx_cache_dir()) and run it with ONNX Runtime, `threads`
+      batches side by side (default: the cores available); see meddevkg_core.onnx_encoder.
     The non-default backends are CPU only: device "auto" then means "cpu", "cuda" is refused.
     """
     force_offline()
