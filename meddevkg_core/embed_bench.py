@@ -132,7 +132,7 @@ def run_embed_bench(texts: Sequence[str], paths: Sequence[str] = PATHS, *, model
 
 def main_bench_embed(corpus_dir: str | Path, n_texts: int = 500, runs: int = 3, seed: int = 0,
                      progress: Callable[[str], None] | None = None, paths: Sequence[str] | None = None,
-                     onnx_cache_dir: str | Path | None = None) -> dict[str, Any]:
+                     onnx_cache_dir: str | Path | None = None, batch_size: int = 32) -> dict[str, Any]:
     """`meddevkg bench-embed --corpus DIR`: patent texts of a corpus, every path, as a dict."""
     from meddevkg_core.corpus import read_corpus
 
@@ -142,8 +142,10 @@ def main_bench_embed(corpus_dir: str | Path, n_texts: int = 500, runs: int = 3, 
     if paths is None:
         onnx = importlib.util.find_spec("onnxruntime") is not None
         paths = [p for p in PATHS if onnx or p not in ONNX_PATHS]
-    result = run_embed_bench(patents["text"].to_list(), paths, runs=max(runs, 1), progress=progress,
-                             onnx_cache_dir=onnx_cache_dir)
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    result = run_embed_bench(patents["text"].to_list(), paths, batch_size=batch_size, runs=max(runs, 1),
+                             progress=progress, onnx_cache_dir=onnx_cache_dir)
     result["corpus"] = str(corpus_dir)
     return result
 

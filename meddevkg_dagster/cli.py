@@ -251,7 +251,8 @@ def _bench_embed(args: argparse.Namespace) -> int:
 
     from meddevkg_core.embed_bench import format_embed_report, main_bench_embed
 
-    report = main_bench_embed(args.corpus, args.texts, args.runs, progress=lambda line: print(line, file=sys.stderr))
+    report = main_bench_embed(args.corpus, args.texts, args.runs, progress=lambda line: print(line, file=sys.stderr),
+                              batch_size=args.batch_size)
     print(format_embed_report(report))
     print(json.dumps(report, sort_keys=True))
     return 0
@@ -487,6 +488,7 @@ def main(argv: list[str] | None = None) -> int:
     bem.add_argument("--corpus", required=True, help="corpus directory whose patent texts to encode")
     bem.add_argument("--texts", type=int, default=500)
     bem.add_argument("--runs", type=int, default=3)
+    bem.add_argument("--batch-size", type=int, default=32, help="texts per forward pass, the same for every path")
     bem.set_defaults(func=_bench_embed)
     bbf = sub.add_parser("bench-backfill", help="a backfill of every device partition through Dagster vs the same "
                          "work through the core (ratio of medians)")

@@ -272,3 +272,11 @@ def test_onnx_backends_are_cpu_only_and_checked(tiny_sentence_model: Path) -> No
         load_sentence_encoder(str(tiny_sentence_model), backend="onnx-fp16")
     with pytest.raises(ValueError, match="quantize"):
         load_sentence_encoder(str(tiny_sentence_model), backend="onnx-int8", quantize=True)
+
+
+def test_bench_embed_refuses_a_batch_size_below_one() -> None:
+    from meddevkg_core.demo import demo_corpus_dir
+    from meddevkg_core.embed_bench import main_bench_embed
+
+    with pytest.raises(ValueError, match="batch_size must be at least 1"):
+        main_bench_embed(demo_corpus_dir(), n_texts=5, batch_size=0)
