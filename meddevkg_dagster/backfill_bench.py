@@ -87,6 +87,9 @@ def run_backfill_bench(corpus_dir: Path, runs: int = 3, patent_copies: int = 1) 
     """Materialise the corpus under the current MEDDEVKG_HOME, then time Dagster vs core `runs` times."""
     import dagster as dg
 
+    if patent_copies < 1:  # before the corpus is materialised, not after
+        raise ValueError(f"patent_copies must be at least 1, got {patent_copies}")
+
     from meddevkg_dagster.cli import materialize_corpus
 
     materialize_corpus(corpus_dir)

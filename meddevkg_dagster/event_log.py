@@ -22,6 +22,7 @@ after a transaction that changed rows the run's database file is touched (its mt
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
@@ -98,7 +99,8 @@ class BatchingSqliteEventLogStorage(SqliteEventLogStorage):
                 with conn.begin():
                     yield conn
                 if shard != INDEX_SHARD_NAME and sqlite.total_changes != changes:
-                    os.utime(self.path_for_shard(shard))  # wake the run's watchers (see the module docstring)
+                    with contextlib.suppress(FileNotFoundError):  # a wipe elsewhere removed it: no one to wake
+                        os.utime(self.path_for_shard(shard))  # wake the run's watchers (module docstring)
 
     def _engine(self, shard: str) -> sa.Engine:
         if self._engines_pid != os.getpid():  # a forked child must not use its parent's connections

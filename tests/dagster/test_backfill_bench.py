@@ -55,3 +55,12 @@ def test_replicating_the_patent_tables_copies_every_row_under_new_ids():
     assert con.sql("select embedding from meddevkg.patent_embeddings where doc_id = '2~1'").fetchone()[0] == [1.0]
     with pytest.raises(ValueError, match="at least 1"):
         replicate_patent_tables(con, 0)
+
+
+def test_bench_backfill_refuses_fewer_than_one_patent_copy_before_any_work(tmp_path, monkeypatch):
+    from meddevkg_dagster.backfill_bench import run_backfill_bench
+
+    monkeypatch.setenv("MEDDEVKG_HOME", str(tmp_path))
+    with pytest.raises(ValueError, match="at least 1"):
+        run_backfill_bench(demo_corpus_dir(), runs=1, patent_copies=0)
+    assert not any(tmp_path.iterdir())
