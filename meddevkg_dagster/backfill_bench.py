@@ -124,7 +124,8 @@ def run_backfill_bench(corpus_dir: Path, runs: int = 3, patent_copies: int = 1) 
     d, c = statistics.median(wall["dagster"]), statistics.median(wall["core"])
     d_cpu, c_cpu = statistics.median(cpu["dagster"]), statistics.median(cpu["core"])
     return {"corpus": str(corpus_dir), "devices": len(keys), "patents": tables["patents"].height, "links": links,
-            "runs": runs, "patent_copies": patent_copies, "dagster_runs_per_backfill": 1, "dagster_s": [round(x, 2) for x in wall["dagster"]],
+            "runs": runs, "patent_copies": patent_copies, "dagster_runs_per_backfill": 1,
+            "dagster_s": [round(x, 2) for x in wall["dagster"]],
             "core_s": [round(x, 2) for x in wall["core"]], "dagster_median_s": round(d, 2),
             "core_median_s": round(c, 2), "ratio": round(d / c, 3) if c else None,
             "dagster_cpu_median_s": round(d_cpu, 2), "core_cpu_median_s": round(c_cpu, 2),

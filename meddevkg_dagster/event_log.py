@@ -29,15 +29,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-import sqlalchemy as sa
-
 import dagster._check as check
+import sqlalchemy as sa
 from dagster import DagsterEventType, EventLogEntry, Field, StringSource
 from dagster._config.config_schema import UserConfigSchema
-from dagster._serdes import ConfigurableClassData
 from dagster._core.storage.event_log import SqliteEventLogStorage
 from dagster._core.storage.event_log.schema import SqlEventLogStorageTable
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME, SQLITE_BUSY_TIMEOUT_SECONDS
+from dagster._serdes import ConfigurableClassData
 
 BATCHED_TYPES = frozenset({
     DagsterEventType.ASSET_MATERIALIZATION, DagsterEventType.ASSET_OBSERVATION,

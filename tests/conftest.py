@@ -27,7 +27,8 @@ def fake_source():
         yield server
 
 
-TINY_BERT_WORDS = ["stent", "balloon", "catheter", "coronary", "valve", "dental", "implant", "the", "a", "with", "lead"]
+TINY_BERT_WORDS = ["stent", "balloon", "catheter", "coronary", "valve", "dental", "implant", "the", "a", "with",
+                   "lead"]
 
 
 @pytest.fixture(scope="session")

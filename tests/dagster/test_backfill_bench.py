@@ -46,8 +46,10 @@ def test_replicating_the_patent_tables_copies_every_row_under_new_ids():
     con = duckdb.connect()
     con.execute("create schema meddevkg")
     con.execute("create table meddevkg.patents as select * from (values ('1', 'a'), ('2', 'b')) t(pat_id, title)")
-    con.execute("create table meddevkg.patent_embeddings as select * from (values ('1', [0.5]), ('2', [1.0])) t(doc_id, embedding)")
-    con.execute("create table meddevkg.patent_entities as select * from (values ('1', 'stent'), ('1', 'valve')) t(doc_id, norm)")
+    con.execute("create table meddevkg.patent_embeddings as "
+                "select * from (values ('1', [0.5]), ('2', [1.0])) t(doc_id, embedding)")
+    con.execute("create table meddevkg.patent_entities as "
+                "select * from (values ('1', 'stent'), ('1', 'valve')) t(doc_id, norm)")
     assert replicate_patent_tables(con, 3) == 6
     assert sorted(r[0] for r in con.sql("select pat_id from meddevkg.patents").fetchall()) == [
         "1", "1~1", "1~2", "2", "2~1", "2~2"]
