@@ -230,7 +230,7 @@ def block_frame(scores: BlockScores, patent_ids: list[str], rows: np.ndarray, co
                 reason: np.ndarray, names: list[Admission]) -> pl.DataFrame:
     """The selected pairs of a block as rows with every score component (admitted_by null if not)."""
     codes = reason[rows, cols]
-    labels = pl.Series([None] + [n.value for n in names], dtype=pl.String)
+    labels = _labels(names)
     return pl.DataFrame({
         "fda_id": pl.Series(scores.device_ids, dtype=pl.String).gather(rows),
         "pat_id": pl.Series(patent_ids, dtype=pl.String).gather(cols),
@@ -283,8 +283,7 @@ def collect_candidates(inputs: Stage2Inputs, cfg: CandidateConfig, device_ids: l
         block_ids = pl.Series("fda_id", block, dtype=pl.String)
         matches = (company.filter(pl.col("fda_id").is_in(block_ids.implode()))
                    .with_columns(pl.col("fda_id", "pat_id").cast(pl.String)))
-        keys = pl.DataFrame([block_ids.gather(np.repeat(np.arange(len(block)), part.counts)),
-                             patents.gather(part.columns["pat"])])
+        keys = pl.DataFrame([part.fda_ids(), patents.gather(part.columns["pat"])])
         path = keys.join(matches, on=["fda_id", "pat_id"], how="left", maintain_order="left")
         del keys
         if path.height != len(part.columns["pat"]):
@@ -328,12 +327,16 @@ class _BlockPart:
     details: pl.Series
     shared: pl.Series
 
+    def fda_ids(self) -> pl.Series:
+        """The device id of every row."""
+        return pl.Series("fda_id", self.device_ids, dtype=pl.String).gather(
+            np.repeat(np.arange(len(self.device_ids)), self.counts))
+
     def frame(self, patents: pl.Series, labels: pl.Series, paths: pl.Series | None = None) -> pl.DataFrame:
         """The block's rows as a frame (company_path only when `paths` is given)."""
         c = self.columns
         out = pl.DataFrame([
-            pl.Series("fda_id", self.device_ids, dtype=pl.String).gather(
-                np.repeat(np.arange(len(self.device_ids)), self.counts)),
+            self.fda_ids(),
             patents.gather(c["pat"]).alias("pat_id"),
             *[pl.Series(name, c[name], dtype=dtype) for name, dtype in _NUMERIC.items()],
             labels.gather(c["reason"]).alias("admitted_by"),

@@ -104,13 +104,22 @@ class HashingEncoder:
         return l2_normalise(out)
 
 
+def length_batches(texts: Sequence[str], batch_size: int, sort_by_length: bool = True,
+                   longest_first: bool = False) -> list[np.ndarray]:
+    """Row indices of `texts` cut into batches of similar length (less padding), or in input order."""
+    if sort_by_length:
+        order = np.argsort([len(t) for t in texts], kind="stable")
+        order = order[::-1] if longest_first else order
+    else:
+        order = np.arange(len(texts))
+    return [order[start : start + batch_size] for start in range(0, len(texts), batch_size)]
+
+
 def encode_length_sorted(texts: list[str], dimension: int, batch_size: int, sort_by_length: bool,
                          encode_batch: Callable[[list[str]], np.ndarray]) -> np.ndarray:
     """`encode_batch` over batches of similar length (less padding), rows back in the input order."""
     out = np.empty((len(texts), dimension), dtype=np.float32)
-    order = np.argsort([len(t) for t in texts], kind="stable") if sort_by_length else np.arange(len(texts))
-    for start in range(0, len(texts), batch_size):
-        idx = order[start : start + batch_size]
+    for idx in length_batches(texts, batch_size, sort_by_length):
         out[idx] = encode_batch([texts[i] for i in idx])
     return out
 

@@ -318,13 +318,14 @@ def _encode_batches(session: Any, tokenizer: Any, texts: list[str], names: Seque
     """
     from concurrent.futures import Future, ThreadPoolExecutor
 
+    from meddevkg_core.embeddings import length_batches
+
     def features(batch: list[str]) -> dict[str, np.ndarray]:
         f = tokenizer(batch, padding=True, truncation="longest_first", max_length=max_seq_length, return_tensors="np")
         return {n: np.asarray(f[n], dtype=np.int64) for n in names}
 
     out = np.empty((len(texts), session.get_outputs()[0].shape[-1]), dtype=np.float32)
-    order = np.argsort([len(t) for t in texts], kind="stable")[::-1] if sort_by_length else np.arange(len(texts))
-    batches = [order[i : i + batch_size] for i in range(0, len(texts), batch_size)]
+    batches = length_batches(texts, batch_size, sort_by_length, longest_first=True)
     if workers <= 1 or len(batches) == 1:
         for idx in batches:
             out[idx] = session.run(None, features([texts[i] for i in idx]))[0]
