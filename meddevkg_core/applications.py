@@ -93,11 +93,14 @@ def parse_company_path(path: str | None) -> dict[str, Any]:
     """`MEDTRONIC <- COVIDIEN (2015-01-26)` -> device company, patent company, relation, deal dates.
 
     `A <- B (d)`: the device's company A bought B on d ("acquired"); `A -> B (d)`: B bought A
-    ("acquirer"); `A <- B (d) -> C (d0)`: C owned B before A bought it ("former_owner"). Longer
+    ("acquirer"); `A <- B (d) -> C (d0)`: C owned B before A bought it ("former_owner"); `A ~ B
+    (alliance d[ to e])`: A and B had a development and licence agreement ("partner"). Longer
     chains list every deal (companies.py writes these paths).
     """
     if not path:
         return {"device_company": None, "patent_company": None, "relation": None, "deal_dates": []}
+    if pact := re.fullmatch(rf"(.+?)\s~\s(.+?)\s\(alliance\s({_DATE})(?:\sto\s{_DATE})?\)", path.strip()):
+        return {"device_company": pact[1], "patent_company": pact[2], "relation": "partner", "deal_dates": [pact[3]]}
     steps = re.findall(rf"\s(<-|->)\s(.+?)\s\(({_DATE})\)", path)
     first = re.split(r"\s(?:<-|->)\s", path, maxsplit=1)[0].strip()
     if not steps:

@@ -25,15 +25,19 @@ from cleanco import basename
 from rapidfuzz import fuzz, process
 
 from meddevkg_core import schemas
+from meddevkg_core.applications import grant_years
 
-MatchKind = Literal["same", "acquired", "acquirer", "former_owner"]
+MatchKind = Literal["same", "acquired", "acquirer", "former_owner", "partner"]
 Method = Literal["alias", "exact", "fuzzy", "unknown"]
 
 ALIASES = pl.Schema({"alias": pl.String, "canonical": pl.String, "source": pl.String})
 COMPANY_MATCHES = pl.Schema(
     {"fda_id": pl.String, "pat_id": pl.String, "match_kind": pl.String, "company_path": pl.String}
 )
-_KIND_RANK = {"same": 0, "acquired": 1, "acquirer": 2, "former_owner": 3}
+_KIND_RANK = {"same": 0, "acquired": 1, "acquirer": 2, "former_owner": 3, "partner": 4}
+ALLIANCES = pl.Schema(
+    {"company_a": pl.String, "company_b": pl.String, "start_date": pl.Date, "end_date": pl.Date, "source": pl.String}
+)
 
 # Legal forms cleanco leaves behind once punctuation is gone, or never knew (KK, the "& Co." rest).
 _LEGAL_TAIL = frozenset(
@@ -138,8 +142,22 @@ class Deal:
 
 
 @dataclass(frozen=True)
+class Alliance:
+    """A dated development and licence agreement: each side's patents may cover the other's devices."""
+
+    company_a: str
+    company_b: str
+    start_date: date
+    end_date: date | None = None
+
+
+@dataclass(frozen=True)
 class Reach:
-    """A company a device company reaches, the evidence, and the device dates it holds for."""
+    """A company a device company reaches, the evidence, and the dates it holds for.
+
+    `valid_from`/`valid_until` bound the device's approval date; `patent_from`/`patent_until`, set
+    only for a former owner, bound the patent's grant date (the years the owner held the line).
+    """
 
     target: str
     kind: MatchKind
@@ -147,6 +165,8 @@ class Reach:
     valid_from: date | None
     valid_until: date | None
     steps: int
+    patent_from: date | None = None
+    patent_until: date | None = None
 
     def holds(self, when: date | None) -> bool:
         if when is None:
@@ -154,6 +174,22 @@ class Reach:
         if self.valid_from is not None and when < self.valid_from:
             return False
         return self.valid_until is None or when < self.valid_until
+
+    def covers(self, granted: date | int | None) -> bool:
+        """Whether a patent granted then (a date, or only its year) is within the reach's patent window.
+
+        Without a window every patent is; with one, a patent of unknown grant date is not, and a
+        bare year counts when it overlaps the window (the window's own dates are often year ends).
+        """
+        if self.patent_from is None and self.patent_until is None:
+            return True
+        if granted is None:
+            return False
+        if isinstance(granted, date):
+            return ((self.patent_from is None or granted >= self.patent_from)
+                    and (self.patent_until is None or granted < self.patent_until))
+        return ((self.patent_from is None or granted >= self.patent_from.year)
+                and (self.patent_until is None or granted <= self.patent_until.year))
 
 
 # --------------------------------------------------------------------------- resolver
@@ -170,26 +206,31 @@ class CompanyResolver:
     - "acquirer": the patent's company bought the device's company (the product line moved to it);
       no date bound, because the acquirer's later patents cover the line and a former parent's
       patents stay with it after a divestiture.
-    - "former_owner" (only with `former_owners=True`, off by default): the patent's company owned
-      a company the device's company later bought, and sold it on before (or when) that purchase
-      closed; its patents stay with the line it sold ("ENDOLOGIX <- TRIVASCULAR (2016-02-03) ->
-      BOSTON SCIENTIFIC (2005-04-18)"). Holds for the same device dates as the "acquired" path it
-      extends. Off by default because, without device dates, it pairs every device of the buyer
-      with every patent of the seller: on the benchmark it recovers 10 more cross-company gold
-      pairs for ~1,700 extra pairs and lowers the out-of-fold R@100 (README, "Measuring").
+    - "former_owner" (`former_owners=True`, the default): the patent's company owned a company
+      the device's company later bought, and sold it on before (or when) that purchase closed; its
+      patents granted while it held that company stay with the line it sold ("ENDOLOGIX <-
+      TRIVASCULAR (2016-02-03) -> BOSTON SCIENTIFIC (2005-04-18)"). Holds for the same device
+      dates as the "acquired" path it extends, and only for patents granted in the owner's years
+      (`Reach.covers`; unbounded, it paired every device of the buyer with every patent of the
+      seller).
+    - "partner" (`alliances`): the two companies signed a development and licence agreement; each
+      side's patents count for the other's devices approved from its start on.
+    Measured effects on the benchmark are in data/companies/README.md ("Measuring").
     """
 
     aliases: Mapping[str, str]
     deals: tuple[Deal, ...]
     fuzzy_cutoff: float = 92.0
     fuzzy_min_length: int = 6
-    former_owners: bool = False
+    former_owners: bool = True
+    alliances: tuple[Alliance, ...] = ()
     canonical: frozenset[str] = field(init=False)
     _choices: tuple[str, ...] = field(init=False, repr=False)
     _reach: Mapping[str, tuple[Reach, ...]] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        canonical = frozenset(self.aliases.values()) | {n for d in self.deals for n in (d.acquirer, d.acquired)}
+        canonical = (frozenset(self.aliases.values()) | {n for d in self.deals for n in (d.acquirer, d.acquired)}
+                     | {n for a in self.alliances for n in (a.company_a, a.company_b)})
         clash = {a: c for a, c in self.aliases.items() if a in canonical and a != c}
         if clash:
             raise ValueError(f"aliases would re-map known companies: {clash}")
@@ -198,7 +239,11 @@ class CompanyResolver:
         for deal in self.deals:
             down.setdefault(deal.acquirer, []).append(deal)
             up.setdefault(deal.acquired, []).append(deal)
-        reach = {c: _enumerate(c, down, up, self.former_owners) for c in canonical}
+        partners: dict[str, list[tuple[str, Alliance]]] = {}
+        for alliance in self.alliances:
+            partners.setdefault(alliance.company_a, []).append((alliance.company_b, alliance))
+            partners.setdefault(alliance.company_b, []).append((alliance.company_a, alliance))
+        reach = {c: _enumerate(c, down, up, self.former_owners, partners.get(c, ())) for c in canonical}
         object.__setattr__(self, "canonical", canonical)
         object.__setattr__(self, "_choices", tuple(sorted(canonical)))
         object.__setattr__(self, "_reach", MappingProxyType(reach))
@@ -211,7 +256,11 @@ class CompanyResolver:
 
     def with_former_owners(self, enabled: bool = True) -> CompanyResolver:
         """The same tables with the "former_owner" relation switched on (or off)."""
-        return replace(self, former_owners=enabled)
+        return self if enabled == self.former_owners else replace(self, former_owners=enabled)
+
+    def ownership_only(self) -> CompanyResolver:
+        """Only who owns whom: no former owners, no alliances (what the company match was before them)."""
+        return replace(self, former_owners=False, alliances=())
 
     @property
     def acquisitions(self) -> pl.DataFrame:
@@ -220,25 +269,36 @@ class CompanyResolver:
                 for d in self.deals]
         return schemas.conform(pl.DataFrame(rows, schema_overrides={"close_date": pl.Date}), schemas.ACQUISITIONS)
 
+    @property
+    def alliance_table(self) -> pl.DataFrame:
+        """The alliances this resolver knows, as ALLIANCES (sources are not kept)."""
+        rows = [(a.company_a, a.company_b, a.start_date, a.end_date, None) for a in self.alliances]
+        return pl.DataFrame(rows, schema=ALLIANCES, orient="row")
+
     @classmethod
-    def for_corpus(cls, corpus_dir: Path | str, fuzzy_cutoff: float = 92.0) -> CompanyResolver:
-        """Shipped tables plus a corpus directory's own `aliases.csv` / `acquisitions.csv`, if any."""
+    def for_corpus(cls, corpus_dir: Path | str, fuzzy_cutoff: float = 92.0, former_owners: bool = True
+                   ) -> CompanyResolver:
+        """Shipped tables plus a corpus directory's own `aliases.csv` / `acquisitions.csv` /
+        `alliances.csv`, if any."""
         root = Path(corpus_dir)
-        extra = {name: root / f"{name}.csv" for name in ("aliases", "acquisitions")}
+        extra = {name: root / f"{name}.csv" for name in ("aliases", "acquisitions", "alliances")}
         if not any(path.is_file() for path in extra.values()):
-            return cls.default(fuzzy_cutoff)
-        aliases, deals = aliases_frame(), acquisitions_frame()
+            return cls.default(fuzzy_cutoff).with_former_owners(former_owners)
+        aliases, deals, alliances = aliases_frame(), acquisitions_frame(), alliances_frame()
         if extra["aliases"].is_file():
             aliases = pl.concat([aliases, schemas.conform(_read_csv(extra["aliases"].read_bytes()), ALIASES)])
         if extra["acquisitions"].is_file():
             deals = pl.concat([deals, _acquisitions(_read_csv(extra["acquisitions"].read_bytes()))])
-        return cls.from_frames(aliases, deals, fuzzy_cutoff)
+        if extra["alliances"].is_file():
+            alliances = pl.concat([alliances, _alliances(_read_csv(extra["alliances"].read_bytes()))])
+        return cls.from_frames(aliases, deals, fuzzy_cutoff, alliances).with_former_owners(former_owners)
 
     @classmethod
     def from_frames(
-        cls, aliases: pl.DataFrame, acquisitions: pl.DataFrame, fuzzy_cutoff: float = 92.0
+        cls, aliases: pl.DataFrame, acquisitions: pl.DataFrame, fuzzy_cutoff: float = 92.0,
+        alliances: pl.DataFrame | None = None,
     ) -> CompanyResolver:
-        """Build from an alias table (alias, canonical) and an ACQUISITIONS table."""
+        """Build from an alias table (alias, canonical), an ACQUISITIONS and an optional ALLIANCES table."""
         alias_map: dict[str, str] = {}
         for alias, canonical in aliases.select("alias", "canonical").iter_rows():
             key, target = normalize_company(alias), normalize_company(canonical)
@@ -251,7 +311,15 @@ class CompanyResolver:
             if (a := normalize_company(a0)) and (b := normalize_company(b0))
         ]
         deals = tuple(sorted((Deal(a, b, d, _until(raw, a, b, d)) for a, b, d in raw), key=_deal_key))
-        return cls(MappingProxyType(alias_map), deals, fuzzy_cutoff)
+        pacts: list[Alliance] = []
+        if alliances is not None:
+            table = schemas.conform(alliances, ALLIANCES).drop_nulls(["company_a", "company_b", "start_date"])
+            for a0, b0, start, end in table.select("company_a", "company_b", "start_date", "end_date").iter_rows():
+                a, b = normalize_company(a0), normalize_company(b0)
+                if a and b and a != b:
+                    pacts.append(Alliance(a, b, start, end))
+        return cls(MappingProxyType(alias_map), deals, fuzzy_cutoff,
+                   alliances=tuple(sorted(set(pacts), key=lambda x: (x.start_date, x.company_a, x.company_b))))
 
     # ---- name resolution
 
@@ -354,14 +422,18 @@ class CompanyResolver:
     # ---- M&A relation
 
     def company_relation(
-        self, device_company: str | None, device_date: date | None, patent_company: str | None
+        self, device_company: str | None, device_date: date | None, patent_company: str | None,
+        patent_granted: date | int | None = None,
     ) -> CompanyMatch | None:
-        """How a patent's company relates to a device's company at the device's approval date."""
+        """How a patent's company relates to a device's company at the device's approval date.
+
+        `patent_granted` (a date or a year) is needed only by a former owner's patent window.
+        """
         dev, pat = self.resolve(device_company), self.resolve(patent_company)
         if dev is None or pat is None:
             return None
         for reach in self.reach(dev):
-            if reach.target == pat and reach.holds(device_date):
+            if reach.target == pat and reach.holds(device_date) and reach.covers(patent_granted):
                 return CompanyMatch(reach.kind, reach.path)
         return None
 
@@ -372,11 +444,16 @@ class CompanyResolver:
 
 
 def _enumerate(
-    start: str, down: Mapping[str, list[Deal]], up: Mapping[str, list[Deal]], former_owners: bool = False
+    start: str, down: Mapping[str, list[Deal]], up: Mapping[str, list[Deal]], former_owners: bool = False,
+    partners: Iterable[tuple[str, Alliance]] = (),
 ) -> tuple[Reach, ...]:
     found = [Reach(start, "same", start, None, None, 0)]
     found += _walk(start, down, "acquired", (start,), start, None, None, up if former_owners else None)
     found += _walk(start, up, "acquirer", (start,), start, None, None)
+    for partner, pact in partners:
+        span = pact.start_date.isoformat() + (f" to {pact.end_date.isoformat()}" if pact.end_date else "")
+        found.append(Reach(partner, "partner", f"{start} ~ {partner} (alliance {span})",
+                           pact.start_date, pact.end_date, 1))
     return tuple(sorted(found, key=lambda r: (_KIND_RANK[r.kind], r.steps, r.path)))
 
 
@@ -394,7 +471,9 @@ def _walk(
 
     With `former` (the acquired -> acquirer edges), every 'acquired' step is also extended by one
     step up to an earlier owner of the company just reached, whose ownership ended no later than
-    this step's close (a divestiture before the sale): a "former_owner" reach, same device dates.
+    this step's close (a divestiture before the sale): a "former_owner" reach, same device dates,
+    for the owner's patents granted while it held the company (its patents from other years
+    belong to its other lines).
     """
     for deal in edges.get(node, []):
         nxt = deal.acquired if kind == "acquired" else deal.acquirer
@@ -416,7 +495,7 @@ def _walk(
                         or earlier.close_date >= deal.close_date or earlier.until > deal.close_date):
                     continue
                 yield Reach(owner, "former_owner", f"{step_path} -> {owner} ({earlier.close_date.isoformat()})",
-                            lo, hi, len(seen) + 1)
+                            lo, hi, len(seen) + 1, patent_from=earlier.close_date, patent_until=earlier.until)
         yield from _walk(nxt, edges, kind, (*seen, nxt), step_path, lo, hi, former)
 
 
@@ -468,9 +547,24 @@ def acquisitions_frame() -> pl.DataFrame:
     return _acquisitions(_read_shipped("acquisitions.csv"))
 
 
+def _alliances(df: pl.DataFrame) -> pl.DataFrame:
+    """ISO start/end dates -> ALLIANCES (an unparsable date is an error, not a silent null)."""
+    if "end_date" not in df.columns:
+        df = df.with_columns(pl.lit(None, pl.String).alias("end_date"))
+    return schemas.conform(
+        df.with_columns(pl.col("start_date").str.to_date("%Y-%m-%d"), pl.col("end_date").str.to_date("%Y-%m-%d")),
+        ALLIANCES)
+
+
+@cache
+def alliances_frame() -> pl.DataFrame:
+    """The shipped dated development and licence agreements, conforming to ALLIANCES."""
+    return _alliances(_read_shipped("alliances.csv"))
+
+
 @cache
 def _default_resolver(fuzzy_cutoff: float) -> CompanyResolver:
-    return CompanyResolver.from_frames(aliases_frame(), acquisitions_frame(), fuzzy_cutoff)
+    return CompanyResolver.from_frames(aliases_frame(), acquisitions_frame(), fuzzy_cutoff, alliances_frame())
 
 
 def company_relation(
@@ -525,7 +619,9 @@ def company_match_table(devices: pl.DataFrame, patents: pl.DataFrame, resolver: 
     `devices`: fda_id, applicant, decision_date (several rows per fda_id = several names for the
     device's holder, e.g. benchmark applicant and raw FDA sponsor; the best match wins).
     `patents`: pat_id, assignee (several names '; ' or '|' separated or run together, see
-    `CompanyResolver.assignee_companies`; a patent matches if any of its companies does).
+    `CompanyResolver.assignee_companies`; a patent matches if any of its companies does), and
+    optionally grant_date; without it a US patent number gives the grant year, which a former
+    owner's patent window needs (`Reach.covers`).
     Patents are grouped by company id first, so the work is proportional to the matches.
     """
     dev = devices.select(
@@ -546,16 +642,17 @@ def company_match_table(devices: pl.DataFrame, patents: pl.DataFrame, resolver: 
     )
     reach = _reach_frame(dev["company_id"].unique().to_list(), resolver)
     best = ["rank", "steps", "company_path"]
+    holds = dev.join(reach, on="company_id").filter(
+        pl.col("decision_date").is_null()
+        | (
+            (pl.col("valid_from").is_null() | (pl.col("decision_date") >= pl.col("valid_from")))
+            & (pl.col("valid_until").is_null() | (pl.col("decision_date") < pl.col("valid_until")))
+        )
+    )
+    windowed = pl.col("patent_from").is_not_null() | pl.col("patent_until").is_not_null()
     # Best evidence per (device, target company) on the small side, before touching patents.
     device_targets = (
-        dev.join(reach, on="company_id")
-        .filter(
-            pl.col("decision_date").is_null()
-            | (
-                (pl.col("valid_from").is_null() | (pl.col("decision_date") >= pl.col("valid_from")))
-                & (pl.col("valid_until").is_null() | (pl.col("decision_date") < pl.col("valid_until")))
-            )
-        )
+        holds.filter(~windowed)
         .sort("fda_id", "target", *best)
         .unique(["fda_id", "target"], keep="first", maintain_order=True)
         .select("fda_id", "target", "match_kind", *best)
@@ -571,12 +668,46 @@ def company_match_table(devices: pl.DataFrame, patents: pl.DataFrame, resolver: 
         .sort("dev_order", "pat_order")
     )
     pairs = pl.concat([single, multi])
+    in_window = _windowed_pairs(holds.filter(windowed), pat, patents)
+    if in_window.height:  # a former owner's patents of the years it held the line; best evidence wins
+        pairs = (
+            pl.concat([pairs.select("fda_id", "pat_id", "match_kind", *best, "pat_order"), in_window])
+            .with_row_index("_order")
+            .sort("fda_id", "pat_id", *best)
+            .unique(["fda_id", "pat_id"], keep="first", maintain_order=True)
+            .sort("_order")
+        )
     return schemas.conform(pairs, COMPANY_MATCHES)
+
+
+def _windowed_pairs(targets: pl.DataFrame, pat: pl.DataFrame, patents: pl.DataFrame) -> pl.DataFrame:
+    """(device, patent) pairs of reaches with a patent window, for the patents granted inside it."""
+    columns = ["fda_id", "pat_id", "match_kind", "rank", "steps", "company_path", "pat_order"]
+    if not targets.height:
+        return pl.DataFrame(schema={c: pat.schema.get(c) or targets.schema[c] for c in columns})
+    granted = grant_dates(patents)
+    hits = targets.join(pat, on="target").join(granted, on="pat_id", how="left")
+    date_ok = ((pl.col("patent_from").is_null() | (pl.col("grant_date") >= pl.col("patent_from")))
+               & (pl.col("patent_until").is_null() | (pl.col("grant_date") < pl.col("patent_until"))))
+    year_ok = ((pl.col("patent_from").is_null() | (pl.col("grant_year") >= pl.col("patent_from").dt.year()))
+               & (pl.col("patent_until").is_null() | (pl.col("grant_year") <= pl.col("patent_until").dt.year())))
+    covered = pl.when(pl.col("grant_date").is_not_null()).then(date_ok).otherwise(year_ok).fill_null(False)
+    return hits.filter(covered).select(columns)
+
+
+def grant_dates(patents: pl.DataFrame) -> pl.DataFrame:
+    """pat_id, grant_date (when given), grant_year (of the date, else of the US patent number); as Reach.covers."""
+    ids = patents.select(pl.col("pat_id").cast(pl.String),
+                         (pl.col("grant_date").cast(pl.Date, strict=False) if "grant_date" in patents.columns
+                          else pl.lit(None, pl.Date)).alias("grant_date")).unique("pat_id", keep="first")
+    return ids.with_columns(pl.coalesce(pl.col("grant_date").dt.year().cast(pl.Int32),
+                                        grant_years(ids["pat_id"])).alias("grant_year"))
 
 
 def _reach_frame(company_ids: list[str], resolver: CompanyResolver) -> pl.DataFrame:
     rows = [
-        (cid, r.target, r.kind, _KIND_RANK[r.kind], r.steps, r.path, r.valid_from, r.valid_until)
+        (cid, r.target, r.kind, _KIND_RANK[r.kind], r.steps, r.path, r.valid_from, r.valid_until,
+         r.patent_from, r.patent_until)
         for cid in sorted(company_ids)
         for r in resolver.reach(cid)
     ]
@@ -591,6 +722,8 @@ def _reach_frame(company_ids: list[str], resolver: CompanyResolver) -> pl.DataFr
             "company_path": pl.String,
             "valid_from": pl.Date,
             "valid_until": pl.Date,
+            "patent_from": pl.Date,
+            "patent_until": pl.Date,
         },
         orient="row",
     )

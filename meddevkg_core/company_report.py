@@ -14,8 +14,8 @@ Three questions (METHOD.md §3.1, §7; issue 5):
      decision date of the original PMA, so the dated rules (acquired company counts only for
      devices approved from the close on) apply.
    Every pair the dated view misses is listed with its device date, whether Stage 2 recovers it,
-   and the reason. A third figure shows what the opt-in "former_owner" relation would add to
-   Stage 2 (`CompanyResolver.with_former_owners`).
+   and the reason. A third view, `ownership_only`, is Stage 2 without the "former_owner" and
+   "partner" relations (`CompanyResolver.ownership_only`): what those two add.
 3. Extra pairs. How many device x patent pairs a company match adds over plain name equality
    (normalised applicant == normalised assignee), over all pairs.
 
@@ -31,7 +31,13 @@ from typing import Any
 
 import polars as pl
 
-from meddevkg_core.companies import CompanyResolver, company_match_table, normalize_company, split_assignees
+from meddevkg_core.companies import (
+    CompanyResolver,
+    company_match_table,
+    grant_dates,
+    normalize_company,
+    split_assignees,
+)
 
 SAME_COMPANY_KINDS = frozenset({"same", "acquired", "acquirer"})
 _MAX_LISTED = 200
@@ -178,15 +184,14 @@ def cross_company_gold(
 ) -> dict[str, Any]:
     """Gold pairs whose assignee string differs from the applicant's: recovered as company matches?
 
-    Returns per view (`stage2`, `dated`, `former_owners` = Stage 2 with that relation switched on)
-    the counts and extra-pair figures, plus the pairs the dated view misses (each with what the
-    undated Stage-2 view says and why).
+    Returns per view (`stage2`, `dated`, `ownership_only` = Stage 2 without former owners and
+    alliances) the counts and extra-pair figures, plus the pairs the dated view misses (each with
+    what the undated Stage-2 view says and why).
     """
     joined = _devices_with_fda(devices, sponsors)
     stage2 = company_match_table(devices, patents, resolver)
     dated = company_match_table(_device_names(joined, with_sponsor=True), patents, resolver)
-    with_former = resolver.with_former_owners()
-    former = company_match_table(devices, patents, with_former)
+    owned = company_match_table(devices, patents, resolver.ownership_only())
     g = (
         gold.select(pl.col("fda_id").cast(pl.String), pl.col("pat_id").cast(pl.String)).unique()
         .join(joined, on="fda_id", how="inner")
@@ -201,7 +206,7 @@ def cross_company_gold(
         return frame.join(table, on=["fda_id", "pat_id"], how="inner")
 
     out: dict[str, Any] = {"n_gold": g.height, "n_cross": cross.height}
-    for name, table in (("stage2", stage2), ("dated", dated), ("former_owners", former)):
+    for name, table in (("stage2", stage2), ("dated", dated), ("ownership_only", owned)):
         found_all, found_cross = hits(table, g), hits(table, cross)
         out[name] = {
             "gold_recovered": found_all.height,
@@ -213,34 +218,37 @@ def cross_company_gold(
                 for a, s, k, p, n in found_cross.group_by("applicant", "assignee", "match_kind", "company_path")
                 .len().sort("len", "applicant", descending=[True, False]).iter_rows()
             ],
+            "cross_by_kind": dict(sorted(found_cross.group_by("match_kind").len().iter_rows())),
         }
     out["stage2"].update(extra_pairs(devices, patents, stage2))
     out["dated"].update(extra_pairs(devices, patents, dated))
-    out["former_owners"].update(extra_pairs(devices, patents, former))
+    out["ownership_only"].update(extra_pairs(devices, patents, owned))
 
     s2 = cross.join(stage2.select("fda_id", "pat_id", pl.col("company_path").alias("stage2_path")),
                     on=["fda_id", "pat_id"], how="left")
-    missed = s2.join(dated.select("fda_id", "pat_id"), on=["fda_id", "pat_id"], how="anti").sort(
-        "applicant", "assignee", "fda_id", "pat_id")
+    missed = (s2.join(dated.select("fda_id", "pat_id"), on=["fda_id", "pat_id"], how="anti")
+              .join(grant_dates(patents), on="pat_id", how="left")
+              .sort("applicant", "assignee", "fda_id", "pat_id"))
     out["unrecovered"] = [
         {
             "fda_id": fda_id, "pat_id": pat_id, "applicant": applicant, "assignee": assignee,
             "sponsor": sponsor, "decision_date": when.isoformat() if when else None,
             "stage2_path": s2_path,
-            "reason": _reason(resolver, with_former, applicant, sponsor, assignee, when, s2_path),
+            "reason": _reason(resolver, applicant, sponsor, assignee, granted_on or granted_in, when, s2_path),
         }
-        for fda_id, applicant, sponsor, when, pat_id, assignee, s2_path in missed.select(
-            "fda_id", "applicant", "sponsor", "decision_date", "pat_id", "assignee", "stage2_path").iter_rows()
+        for fda_id, applicant, sponsor, when, pat_id, assignee, s2_path, granted_on, granted_in in missed.select(
+            "fda_id", "applicant", "sponsor", "decision_date", "pat_id", "assignee", "stage2_path", "grant_date",
+            "grant_year").iter_rows()
     ]
     return out
 
 
 def _reason(
     resolver: CompanyResolver,
-    with_former: CompanyResolver,
     applicant: str | None,
     sponsor: str | None,
     assignee: str | None,
+    granted: date | int | None,
     when: date | None,
     stage2_path: str | None,
 ) -> str:
@@ -249,21 +257,16 @@ def _reason(
     if not targets:
         return "assignee resolves to no company"
 
-    def undated(r: CompanyResolver) -> str | None:
-        found = [m for name in (applicant, sponsor) if name
-                 for t in targets if (m := r.company_relation(name, None, t)) is not None]
-        return min(found, key=lambda m: (m.kind != "same", m.path.count("("))).path if found else None
-
-    if (path := undated(resolver)) is not None:
+    found = [m for name in (applicant, sponsor) if name
+             for t in targets if (m := resolver.company_relation(name, None, t, granted)) is not None]
+    if found:
+        path = min(found, key=lambda m: (m.kind != "same", m.path.count("("))).path
         return (f"device approved {when.isoformat() if when else '(date unknown)'} before the path "
                 f"{path} holds (a device filed under today's owner but approved earlier)")
-    if (path := undated(with_former)) is not None:
-        when_text = when.isoformat() if when else "(date unknown)"
-        return f"only through the opt-in former-owner relation {path} (device approved {when_text})"
     if stage2_path:
         return f"recovered only without dates: {stage2_path}"
     names = " / ".join(dict.fromkeys(n for n in (resolver.resolve(applicant), resolver.resolve(sponsor)) if n))
-    return f"no ownership relation between {names} and {' + '.join(targets)} in the company tables"
+    return f"no ownership or alliance relation between {names} and {' + '.join(targets)} in the company tables"
 
 
 def company_report(
@@ -277,7 +280,7 @@ def company_report(
     sponsors = fda_sponsors(fda_pma)
     sponsor = sponsor_resolution(devices, sponsors, resolver)
     gold_part = cross_company_gold(devices, patents, gold, sponsors, resolver)
-    s2, dt, fo = gold_part["stage2"], gold_part["dated"], gold_part["former_owners"]
+    s2, dt, own = gold_part["stage2"], gold_part["dated"], gold_part["ownership_only"]
     return {
         "sponsor_resolution_share": sponsor["share"],
         "sponsor_same_id_share": sponsor["same_id_share"],
@@ -296,8 +299,9 @@ def company_report(
         "exact_name_pairs": s2["exact_name_pairs"],
         "extra_company_pairs": s2["extra_pairs"],
         "extra_company_pairs_dated": dt["extra_pairs"],
-        "cross_company_gold_recovered_share_with_former_owners": fo["cross_share"],
-        "extra_company_pairs_with_former_owners": fo["extra_pairs"],
+        "cross_company_gold_recovered_by_kind": s2["cross_by_kind"],
+        "cross_company_gold_recovered_share_ownership_only": own["cross_share"],
+        "extra_company_pairs_ownership_only": own["extra_pairs"],
         "detail": {"sponsor": sponsor, "gold": gold_part},
     }
 
@@ -317,7 +321,7 @@ def headline(report: dict[str, Any]) -> dict[str, Any]:
 def format_company_report(report: dict[str, Any]) -> str:
     """A readable summary with the lists, then the headline figures as one JSON line."""
     sp, gd = report["detail"]["sponsor"], report["detail"]["gold"]
-    s2, dt, fo = gd["stage2"], gd["dated"], gd["former_owners"]
+    s2, dt, own = gd["stage2"], gd["dated"], gd["ownership_only"]
     lines = [
         "company report",
         f"  sponsor resolution        {_pct(sp['share'])} ({sp['same_company']}/{sp['n_with_sponsor']} devices with a "
@@ -328,8 +332,9 @@ def format_company_report(report: dict[str, Any]) -> str:
         f"all gold {_pct(s2['gold_share'])}",
         f"    dated (+ raw sponsor, FDA dates)       recovered {dt['cross_recovered']} = {_pct(dt['cross_share'])}; "
         f"all gold {_pct(dt['gold_share'])}",
-        f"    Stage 2 + former owners (opt-in)       recovered {fo['cross_recovered']} = {_pct(fo['cross_share'])}; "
-        f"extra pairs {fo['extra_pairs']} (Stage 2: {s2['extra_pairs']})",
+        f"      by relation {s2['cross_by_kind']}",
+        f"    ownership only (no former owners, no alliances) recovered {own['cross_recovered']} = "
+        f"{_pct(own['cross_share'])}; extra pairs {own['extra_pairs']} (Stage 2: {s2['extra_pairs']})",
         f"  pairs                     {s2['all_pairs']} device x patent; plain name equality {s2['exact_name_pairs']}",
         f"    Stage 2 company matches {s2['company_pairs']}, extra {s2['extra_pairs']} {s2['extra_by_kind']}, "
         f"exact pairs lost {s2['exact_pairs_lost']}",

@@ -36,15 +36,25 @@ def _edges(df: pl.DataFrame, label: str, src: pl.Expr, dst: pl.Expr, cols: list[
 
 def build_graph(devices: pl.DataFrame, patents: pl.DataFrame, links: pl.DataFrame,
                 company_dictionary: pl.DataFrame, acquisitions: pl.DataFrame,
-                mentions: pl.DataFrame, concepts: pl.DataFrame, parents: pl.DataFrame) -> pl.DataFrame:
-    """Assemble the graph; node ids are prefixed by kind (device:, patent:, company:, concept:)."""
+                mentions: pl.DataFrame, concepts: pl.DataFrame, parents: pl.DataFrame,
+                alliances: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Assemble the graph; node ids are prefixed by kind (device:, patent:, company:, concept:).
+
+    `alliances` (companies.ALLIANCES) adds PARTNER_OF edges between companies that had a dated
+    development and licence agreement (the `partner` company match).
+    """
+    alliances = alliances if alliances is not None else pl.DataFrame(
+        schema={"company_a": pl.String, "company_b": pl.String, "start_date": pl.Date, "end_date": pl.Date,
+                "source": pl.String})
     company_of = company_dictionary.select("raw_name", "company_id").unique("raw_name")
     dev = devices.join(company_of, left_on="applicant", right_on="raw_name", how="left")
     pat = (patents.with_columns(pl.col("assignee").str.split("; ").alias("assignee_one")).explode("assignee_one")
            .join(company_of, left_on="assignee_one", right_on="raw_name", how="left"))
     companies = pl.concat([dev.select("company_id"), pat.select("company_id"),
                            acquisitions.select(pl.col("acquirer").alias("company_id")),
-                           acquisitions.select(pl.col("acquired").alias("company_id"))]).drop_nulls().unique()
+                           acquisitions.select(pl.col("acquired").alias("company_id")),
+                           alliances.select(pl.col("company_a").alias("company_id")),
+                           alliances.select(pl.col("company_b").alias("company_id"))]).drop_nulls().unique()
     kept = links.filter(pl.col("decision"))
     used_concepts = mentions.select("concept_id").drop_nulls().unique().join(concepts, on="concept_id", how="semi")
     is_a = _ancestry(parents.join(concepts.select(pl.col("concept_id").alias("parent_id")), on="parent_id",
@@ -68,6 +78,8 @@ def build_graph(devices: pl.DataFrame, patents: pl.DataFrame, links: pl.DataFram
         _edges(dev.drop_nulls("company_id"), "APPLIED_BY", dev_id, comp, []),
         _edges(acquisitions, "ACQUIRED", pl.concat_str([pl.lit("company:"), pl.col("acquirer")]),
                pl.concat_str([pl.lit("company:"), pl.col("acquired")]), ["close_date", "source"]),
+        _edges(alliances, "PARTNER_OF", pl.concat_str([pl.lit("company:"), pl.col("company_a")]),
+               pl.concat_str([pl.lit("company:"), pl.col("company_b")]), ["start_date", "end_date", "source"]),
         _edges(ment, "MENTIONS", doc_node, concept, ["map_tier", "mention"]),
         _edges(is_a, "IS_A", concept, pl.concat_str([pl.lit("concept:"), pl.col("parent_id")]), []),
     ]

@@ -26,6 +26,7 @@ PROPERTY_TYPES: dict[str, dict[str, str]] = {
     "Concept": {"weight": "double", "is_anchor": "boolean"},
     "LINKED_TO": {"probability": "float", "immune": "boolean"},
     "ACQUIRED": {"close_date": "date"},
+    "PARTNER_OF": {"start_date": "date", "end_date": "date"},
 }
 """neo4j-admin types of the properties that are not strings (everything else is a string)."""
 

@@ -11,6 +11,7 @@ from functools import cache
 from pathlib import Path
 
 import dagster as dg
+from pydantic import Field
 
 from meddevkg_core.companies import CompanyResolver
 from meddevkg_core.config import CrossEncoderConfig, PipelineConfig
@@ -39,14 +40,19 @@ class CorpusResource(dg.ConfigurableResource):
     """Where the corpus directory is (devices, patents, optional gold); the bundled demo by default."""
 
     path: str
+    former_owners: bool = Field(
+        default=True,
+        description="Count a former owner's patents, granted while it held a company the applicant later "
+        "bought, as a company match (data/companies/README.md); false keeps ownership and alliances only.",
+    )
 
     def load(self) -> Corpus:
         root = Path(self.path).resolve()
         return _read_corpus_cached(str(root), _stamp(root))
 
     def resolver(self) -> CompanyResolver:
-        """Shipped aliases and deals, plus any the corpus directory brings (e.g. the demo's deal)."""
-        return CompanyResolver.for_corpus(Path(self.path))
+        """Shipped aliases, deals and alliances, plus any the corpus directory brings (e.g. the demo's deal)."""
+        return CompanyResolver.for_corpus(Path(self.path), former_owners=self.former_owners)
 
 
 @cache

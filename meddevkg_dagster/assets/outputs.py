@@ -35,8 +35,10 @@ def meddevkg(pma_documents: pl.DataFrame, patents: pl.DataFrame, reranked_links:
     from meddevkg_core.graph_export import export_graph
 
     onto = ontology_from_table(meddevonto)
-    graph = build_graph(pma_documents, patents, reranked_links, company_dictionary, corpus.resolver().acquisitions,
-                        pl.concat([device_entities, patent_entities.drop("patent_year", strict=False)]), onto.concepts, onto.hierarchy)
+    resolver = corpus.resolver()
+    graph = build_graph(pma_documents, patents, reranked_links, company_dictionary, resolver.acquisitions,
+                        pl.concat([device_entities, patent_entities.drop("patent_year", strict=False)]), onto.concepts,
+                        onto.hierarchy, alliances=resolver.alliance_table)
     if (bad := dangling_edges(graph)).height:
         raise dg.Failure(f"{bad.height} graph edges point to missing nodes, e.g. {bad['id'][0]}")
     counts = dict(graph.group_by("label").len().iter_rows())

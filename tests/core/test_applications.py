@@ -71,6 +71,10 @@ def test_company_paths_are_parsed_with_relation_and_dates():
     assert parse_company_path("CORDIS -> JOHNSON AND JOHNSON (1996-02-23)")["relation"] == "acquirer"
     assert parse_company_path("A <- B (2015-01-01) -> C (2005-01-01)")["relation"] == "former_owner"
     assert parse_company_path("MEDTRONIC")["relation"] == "same"
+    assert parse_company_path("JOHNSON AND JOHNSON ~ STEREOTAXIS (alliance 2002-05-07)") == {
+        "device_company": "JOHNSON AND JOHNSON", "patent_company": "STEREOTAXIS", "relation": "partner",
+        "deal_dates": ["2002-05-07"]}
+    assert parse_company_path("A B ~ C (alliance 2005-01-01 to 2015-01-01)")["patent_company"] == "C"
 
 
 def test_ma_discovery_keeps_only_links_reached_through_a_dated_acquisition():

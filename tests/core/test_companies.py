@@ -10,12 +10,14 @@ import polars as pl
 import pytest
 
 from meddevkg_core import schemas
+from meddevkg_core.applications import grant_years
 from meddevkg_core.companies import (
     COMPANY_MATCHES,
     CompanyMatch,
     CompanyResolver,
     acquisitions_frame,
     aliases_frame,
+    alliances_frame,
     build_company_dictionary,
     company_match_table,
     company_relation,
@@ -74,9 +76,11 @@ def test_normalize_empty_and_garbage_is_none(raw: object) -> None:
 
 
 def test_normalize_is_idempotent_on_canonical_ids() -> None:
-    acq = acquisitions_frame()
-    ids = set(aliases_frame()["canonical"]) | set(acq["acquirer"]) | set(acq["acquired"])
+    acq, pacts = acquisitions_frame(), alliances_frame()
+    ids = (set(aliases_frame()["canonical"]) | set(acq["acquirer"]) | set(acq["acquired"])
+           | set(pacts["company_a"]) | set(pacts["company_b"]))
     assert {c for c in ids if normalize_company(c) != c} == set()
+    assert pacts["source"].null_count() == 0 and acq["source"].null_count() == 0
 
 
 # ----------------------------------------------------------------------------- aliases
@@ -268,28 +272,68 @@ def test_run_together_assignees_split_at_known_companies(default: CompanyResolve
 
 
 def test_former_owner_patents_follow_the_line_it_sold(default: CompanyResolver) -> None:
-    assert default.former_owners is False  # opt-in: off in the shipped resolver (and so in Stage 2)
-    assert default.company_relation("ENDOLOGIX", None, "Boston Scientific Corp.") is None
-    default = default.with_former_owners()
-    assert default.with_former_owners(False).company_relation("STRYKER", None, "MEDTRONIC") is None
-    ovation = default.company_relation("ENDOLOGIX", None, "Boston Scientific Corp.")
+    assert default.former_owners is True  # on in the shipped resolver (and so in Stage 2)
+    assert default.with_former_owners() is default
+    off = default.with_former_owners(False)
+    assert off.company_relation("ENDOLOGIX", None, "Boston Scientific Corp.", 2006) is None
+    assert off.company_relation("STRYKER", None, "MEDTRONIC", 2005) is None
+    assert default.ownership_only().company_relation("STRYKER", None, "MEDTRONIC", 2005) is None
+    assert default.ownership_only().alliances == () and default.alliances
+    ovation = default.company_relation("ENDOLOGIX", None, "Boston Scientific Corp.", date(2006, 8, 15))
     assert ovation == CompanyMatch("former_owner",
                                    "ENDOLOGIX <- TRIVASCULAR (2016-02-03) -> BOSTON SCIENTIFIC (2005-04-18)")
+    # only the patents Boston Scientific was granted while it held TriVascular (2005-04-18 to the 2008 sale)
+    assert default.company_relation("ENDOLOGIX", None, "BOSTON SCIENTIFIC", 2008) == ovation  # year overlaps
+    assert default.company_relation("ENDOLOGIX", None, "BOSTON SCIENTIFIC", date(2005, 4, 1)) is None
+    assert default.company_relation("ENDOLOGIX", None, "BOSTON SCIENTIFIC", 2009) is None
+    assert default.company_relation("ENDOLOGIX", None, "BOSTON SCIENTIFIC") is None  # grant date unknown
     # dated like the acquisition it extends: an Endologix device approved before 2016 does not get it
-    assert default.company_relation("ENDOLOGIX", date(2012, 10, 5), "BOSTON SCIENTIFIC") is None
-    lifepak = default.company_relation("STRYKER", date(2018, 7, 2), "MEDTRONIC")
+    assert default.company_relation("ENDOLOGIX", date(2012, 10, 5), "BOSTON SCIENTIFIC", 2006) is None
+    lifepak = default.company_relation("STRYKER", date(2018, 7, 2), "MEDTRONIC", 2005)
     assert lifepak == CompanyMatch("former_owner", "STRYKER <- PHYSIO CONTROL (2016-12-31) -> MEDTRONIC (1998-09-30)")
+    assert default.company_relation("STRYKER", date(2018, 7, 2), "MEDTRONIC", 2015) is None  # Bain's years
     # Boston Scientific owned TriVascular only until the 2008 sale to TV2
     assert default.company_relation("BOSTON SCIENTIFIC", date(2006, 1, 1), "TriVascular") is not None
     assert default.company_relation("BOSTON SCIENTIFIC", date(2012, 1, 1), "TriVascular") is None
     # co-buyers on the same day are not earlier owners of each other's halves (Guidant 2006)
-    assert default.company_relation("ABBOTT", None, "BOSTON SCIENTIFIC") is None
-    assert default.company_relation("BOSTON SCIENTIFIC", None, "ABBOTT") is None
+    assert default.company_relation("ABBOTT", None, "BOSTON SCIENTIFIC", 2007) is None
+    assert default.company_relation("BOSTON SCIENTIFIC", None, "ABBOTT", 2007) is None
     r = _resolver([], [("NEW", "LINE", date(2016, 1, 1)), ("OLD", "LINE", date(2000, 1, 1)),
                        ("LATER", "LINE", date(2020, 1, 1))]).with_former_owners()
-    assert r.company_relation("NEW", date(2017, 1, 1), "OLD").kind == "former_owner"
-    assert r.company_relation("NEW", date(2017, 1, 1), "LATER") is None  # a later owner is not a former one
-    assert r.company_relation("NEW", date(2021, 1, 1), "OLD") is None  # NEW no longer owns the line
+    assert r.company_relation("NEW", date(2017, 1, 1), "OLD", 2010).kind == "former_owner"
+    assert r.company_relation("NEW", date(2017, 1, 1), "OLD", 1999) is None  # before OLD held the line
+    assert r.company_relation("NEW", date(2017, 1, 1), "LATER", 2010) is None  # a later owner is not a former one
+    assert r.company_relation("NEW", date(2021, 1, 1), "OLD", 2010) is None  # NEW no longer owns the line
+
+
+def test_alliance_partners_patents_count_both_ways_from_the_start(default: CompanyResolver) -> None:
+    biosense = default.company_relation("Biosense Webster, Inc.", date(2006, 8, 11), "Stereotaxis, Inc.")
+    assert biosense == CompanyMatch("partner", "JOHNSON AND JOHNSON ~ STEREOTAXIS (alliance 2002-05-07)")
+    assert default.company_relation("STEREOTAXIS", None, "Johnson & Johnson").kind == "partner"
+    assert default.company_relation("Biosense Webster, Inc.", date(2001, 1, 1), "Stereotaxis, Inc.") is None
+    # an alliance is not ownership: the partner's acquisitions and acquirers are not reached through it
+    r = CompanyResolver.from_frames(
+        pl.DataFrame(schema=["alias", "canonical"]),
+        pl.DataFrame([("BIGCO", "SMALLCO", date(2010, 1, 1))], schema=["acquirer", "acquired", "close_date"],
+                     orient="row"),
+        alliances=pl.DataFrame({"company_a": ["Partner Inc."], "company_b": ["BIGCO"],
+                                "start_date": [date(2005, 1, 1)], "end_date": [date(2015, 1, 1)]}),
+    )
+    assert r.company_relation("PARTNER", date(2014, 12, 31), "BIGCO") == CompanyMatch(
+        "partner", "PARTNER ~ BIGCO (alliance 2005-01-01 to 2015-01-01)")
+    assert r.company_relation("PARTNER", date(2015, 1, 1), "BIGCO") is None  # ended
+    assert r.company_relation("PARTNER", None, "SMALLCO") is None
+    assert r.company_relation("BIGCO", None, "SMALLCO").kind == "acquired"  # better than nothing, not partner
+
+
+def test_corpus_alliances_extend_the_shipped_ones(tmp_path: Path) -> None:
+    (tmp_path / "alliances.csv").write_text("company_a,company_b,start_date,source\nACME,WIDGETCO,2001-02-03,test\n")
+    r = CompanyResolver.for_corpus(tmp_path)
+    assert r.company_relation("WIDGETCO", None, "ACME").kind == "partner"
+    assert r.company_relation("STEREOTAXIS", None, "JOHNSON AND JOHNSON").kind == "partner"
+    (tmp_path / "alliances.csv").write_text("company_a,company_b,start_date\nACME,WIDGETCO,03/02/2001\n")
+    with pytest.raises(pl.exceptions.InvalidOperationError):
+        CompanyResolver.for_corpus(tmp_path)
 
 
 # ----------------------------------------------------------------------------- vectorised table
@@ -312,17 +356,21 @@ def _small_world() -> tuple[CompanyResolver, pl.DataFrame, pl.DataFrame]:
         orient="row",
     )
     devices = pl.concat([devices, devices.head(5).with_columns(pl.lit("Delta").alias("applicant"))])  # two names
+    # BETA held DELTA 2005-06-01 to 2015-01-01: its patent "1" is dated outside (the date beats the
+    # number's 2008), "7" is inside by its number's year (2005), "10" is inside by date, "11" has no year.
     patents = pl.DataFrame(
-        {"pat_id": [f"{i}" for i in range(10)],
+        {"pat_id": ["0", "7338518", "2", "3", "4", "5", "6", "6957102", "8", "9", "10", "11"],
          "assignee": ["Alpha", "BETA CORP.", "Delta; Zed", "Omega Ltd", "unknown co", None, "", "Gamma Div. of Beta",
-                      "DELTA UNIVERSITY OF SOMEWHERE", "OMEGA ELECTRIC"]},
+                      "DELTA UNIVERSITY OF SOMEWHERE", "OMEGA ELECTRIC", "Beta", "Beta"],
+         "grant_date": [None, date(2004, 1, 1), None, None, None, None, None, None, None, None, date(2014, 12, 31),
+                        None]},
     )
     return r, devices, patents
 
 
 def _order(m: CompanyMatch) -> tuple[int, int, str]:
     """Best match first: same, acquired, acquirer, former owner; then fewer steps; then the path text."""
-    rank = {"same": 0, "acquired": 1, "acquirer": 2, "former_owner": 3}[m.kind]
+    rank = {"same": 0, "acquired": 1, "acquirer": 2, "former_owner": 3, "partner": 4}[m.kind]
     return rank, m.path.count("<-") + m.path.count("->"), m.path
 
 
@@ -336,15 +384,20 @@ def test_match_table_equals_brute_force(former_owners: bool) -> None:
     known = {r.resolve(a) for a in devices["applicant"]} - {None}
     for fda_id, applicant, when in devices.iter_rows():
         dev = r.resolve(applicant)
-        for pat_id, assignee in patents.iter_rows():
+        for pat_id, assignee, granted_on in patents.iter_rows():
+            granted = granted_on or grant_years(pl.Series([pat_id]))[0]
             for one in r.assignee_companies(assignee, known):
-                hits = [x for x in (r.reach(dev) if dev else ()) if x.target == one and x.holds(when)]
+                hits = [x for x in (r.reach(dev) if dev else ())
+                        if x.target == one and x.holds(when) and x.covers(granted)]
                 m = CompanyMatch(hits[0].kind, hits[0].path) if hits else None
                 key = (fda_id, pat_id)
                 if m and (key not in best or _order(m) < _order(best[key])):
                     best[key] = m
     brute = {(k[0], k[1], m.kind, m.path) for k, m in best.items()}
     assert set(table.rows()) == brute
+    if former_owners:  # the window was exercised both ways
+        former = {k[1] for k, m in best.items() if m.kind == "former_owner"}
+        assert former == {"6957102", "10"}  # not "7338518" (dated 2004) nor "11" (no year)
     assert table.select("fda_id", "pat_id").is_unique().all()
 
 

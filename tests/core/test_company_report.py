@@ -52,6 +52,7 @@ def _corpus() -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
         "pat_id": ["1", "2", "3", "4", "5", "6", "7"],
         "assignee": ["ALPHA", "BETA", "GAMMA", "BETA STATE UNIVERSITY OF NOWHERE", "Mayo Clinic; Beta Corp.",
                      "ZED WIDGETS", None],
+        "grant_date": [None, None, date(2005, 6, 1), None, None, None, None],  # GAMMA's, while it held BETA
     })
     gold = pl.DataFrame({
         "fda_id": ["P000001", "P000001", "P000002", "P000001", "P000001", "p000003", "P000001", "P000004"],
@@ -100,7 +101,7 @@ def test_a_former_owner_is_not_the_same_company_today() -> None:
     ).with_former_owners()
     devices = pl.DataFrame({"fda_id": ["P1"], "applicant": ["NEWCO"]})
     sponsors = pl.DataFrame({"fda_id": ["P1"], "sponsor": ["OLDCO"], "decision_date": [date(2018, 1, 1)]})
-    assert r.company_relation("NEWCO", None, "OLDCO").kind == "former_owner"
+    assert r.company_relation("NEWCO", None, "OLDCO", 2010).kind == "former_owner"
     assert sponsor_resolution(devices, sponsors, r)["same_company"] == 0
 
 
@@ -112,23 +113,33 @@ def test_cross_company_gold_views_dates_and_reasons() -> None:
     out = cross_company_gold(devices, patents, gold, fda_sponsors(_fda()), _resolver())
     # gold rows whose device and patent exist: 8; the one with applicant == assignee is (P000001, 1)
     assert (out["n_gold"], out["n_cross"]) == (8, 7)
-    # Stage 2 (no dates in the corpus): BETA x2, run-together BETA+university, '; '-joined BETA.
-    # Not: GAMMA (BETA's former owner, opt-in), ZED WIDGETS (unknown), P000004's patent without assignee.
-    assert out["stage2"]["cross_recovered"] == 4
-    assert out["former_owners"]["cross_recovered"] == 5
-    # dated: P000002 was approved in 2008, before ALPHA bought BETA in 2010 -> refused
-    assert out["dated"]["cross_recovered"] == 3
-    assert out["dated"]["cross_share"] == pytest.approx(3 / 7)
+    # Stage 2 (no dates in the corpus): BETA x2, run-together BETA+university, '; '-joined BETA, and
+    # GAMMA's patent granted while it held BETA (former owner). Not: ZED WIDGETS (unknown), P000004's
+    # patent without assignee.
+    assert out["stage2"]["cross_recovered"] == 5
+    assert out["stage2"]["cross_by_kind"] == {"acquired": 4, "former_owner": 1}
+    assert out["ownership_only"]["cross_recovered"] == 4
+    paths = {(r["assignee"], r["company_path"]) for r in out["stage2"]["cross_by_path"]}
+    assert ("GAMMA", "ALPHA <- BETA (2010-01-01) -> GAMMA (2000-01-01)") in paths
+    # dated: P000002 was approved in 2008, before ALPHA bought BETA in 2010 -> refused; P000001 (2012) gets
+    # GAMMA's patent through the former owner
+    assert out["dated"]["cross_recovered"] == 4
+    assert out["dated"]["cross_share"] == pytest.approx(4 / 7)
     missed = {(u["fda_id"], u["pat_id"]): u for u in out["unrecovered"]}
-    assert set(missed) == {("P000002", "2"), ("p000003", "6"), ("P000004", "7"), ("P000001", "3")}
+    assert set(missed) == {("P000002", "2"), ("p000003", "6"), ("P000004", "7")}
     late = missed[("P000002", "2")]
     assert late["decision_date"] == "2008-03-01" and late["stage2_path"] == "ALPHA <- BETA (2010-01-01)"
     assert "ALPHA <- BETA (2010-01-01)" in late["reason"] and "2008-03-01" in late["reason"]
-    assert missed[("p000003", "6")]["reason"].startswith("no ownership relation")
+    assert missed[("p000003", "6")]["reason"].startswith("no ownership or alliance relation")
     assert missed[("P000004", "7")]["reason"] == "assignee resolves to no company"
-    assert missed[("P000001", "3")]["reason"].startswith("only through the opt-in former-owner relation ALPHA <- BETA")
-    paths = {(r["assignee"], r["company_path"]) for r in out["former_owners"]["cross_by_path"]}
-    assert ("GAMMA", "ALPHA <- BETA (2010-01-01) -> GAMMA (2000-01-01)") in paths
+
+
+def test_a_former_owners_patent_outside_its_years_is_no_match() -> None:
+    devices, patents, gold = _corpus()
+    patents = patents.with_columns(pl.when(pl.col("pat_id") == "3").then(pl.lit(date(2011, 1, 1)))
+                                   .otherwise(pl.col("grant_date")).alias("grant_date"))  # after GAMMA sold BETA
+    out = cross_company_gold(devices, patents, gold, fda_sponsors(_fda()), _resolver())
+    assert out["stage2"]["cross_recovered"] == 4 and "former_owner" not in out["stage2"]["cross_by_kind"]
 
 
 def test_unknown_names_never_match_anything_but_themselves() -> None:
@@ -162,10 +173,11 @@ def test_report_and_format_end_with_one_json_line() -> None:
     devices, patents, gold = _corpus()
     report = company_report(devices, patents, gold, _fda(), _resolver())
     assert report["sponsor_resolution_share"] == pytest.approx(0.75)
-    assert report["cross_company_gold_recovered_share"] == pytest.approx(4 / 7)
-    assert report["cross_company_gold_recovered_share_dated"] == pytest.approx(3 / 7)
-    assert report["cross_company_gold_recovered_share_with_former_owners"] == pytest.approx(5 / 7)
-    assert report["extra_company_pairs"] == 12 and report["extra_company_pairs_with_former_owners"] == 16
+    assert report["cross_company_gold_recovered_share"] == pytest.approx(5 / 7)
+    assert report["cross_company_gold_recovered_share_dated"] == pytest.approx(4 / 7)
+    assert report["cross_company_gold_recovered_share_ownership_only"] == pytest.approx(4 / 7)
+    assert report["cross_company_gold_recovered_by_kind"] == {"acquired": 4, "former_owner": 1}
+    assert report["extra_company_pairs"] == 16 and report["extra_company_pairs_ownership_only"] == 12
     text = format_company_report(report)
     last = json.loads(text.splitlines()[-1])
     assert last == json.loads(json.dumps(headline(report), default=str))

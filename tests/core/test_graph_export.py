@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 from datetime import date
 from pathlib import Path
 
@@ -44,14 +45,21 @@ def small_graph() -> pl.DataFrame:
         "weight": [0.5, 0.6, 1.0, 1.0, 0.1], "is_anchor": [False, False, True, True, False]}), schemas.CONCEPTS)
     parents = pl.DataFrame({"concept_id": ["C_DES", "C_STENT", "C_IMPLANT", "C_UNUSED"],
                             "parent_id": ["C_STENT", "C_IMPLANT", "C_DEVICE", "C_DEVICE"]})
-    return build_graph(devices, patents, links, dictionary, acquisitions, mentions, concepts, parents)
+    alliances = pl.DataFrame({"company_a": ["HELIX VASCULAR"], "company_b": ["NAVIGATE MAGNETICS"],
+                              "start_date": [date(2002, 5, 7)], "end_date": [None], "source": ["demo"]},
+                             schema_overrides={"end_date": pl.Date})
+    return build_graph(devices, patents, links, dictionary, acquisitions, mentions, concepts, parents,
+                       alliances=alliances)
 
 
 def test_build_graph_has_every_label_and_the_whole_concept_ancestry():
     graph = small_graph()
     assert {"Device", "Patent", "Company", "Concept", "LINKED_TO", "ASSIGNED_TO", "APPLIED_BY", "ACQUIRED",
-            "MENTIONS", "IS_A"} <= set(graph["label"])
-    assert dangling_edges(graph).height == 0
+            "PARTNER_OF", "MENTIONS", "IS_A"} <= set(graph["label"])
+    assert dangling_edges(graph).height == 0  # the partner company no device or patent names is a node too
+    partner = graph.filter(pl.col("label") == "PARTNER_OF").row(0, named=True)
+    assert (partner["source_id"], partner["target_id"]) == ("company:HELIX VASCULAR", "company:NAVIGATE MAGNETICS")
+    assert json.loads(partner["properties"])["start_date"] == "2002-05-07"
     is_a = graph.filter(pl.col("label") == "IS_A").select("source_id", "target_id").rows()
     # DES -> STENT -> IMPLANT -> DEVICE: the grandparents are reached too; an unused concept is not
     assert set(is_a) == {("concept:C_DES", "concept:C_STENT"), ("concept:C_STENT", "concept:C_IMPLANT"),
@@ -109,8 +117,10 @@ def check_export_dir(graph: pl.DataFrame, out: Path) -> None:
 def test_export_writes_neo4j_admin_csvs_that_load_back(tmp_path):
     graph = small_graph()
     info = check_export(graph, tmp_path / "export")
-    assert info["nodes"] == {"Company": 3, "Concept": 4, "Device": 2, "Patent": 3}
+    assert info["nodes"] == {"Company": 4, "Concept": 4, "Device": 2, "Patent": 3}
     assert info["relationships"]["LINKED_TO"] == 3 and info["relationships"]["ACQUIRED"] == 1
+    assert info["relationships"]["PARTNER_OF"] == 1
+    assert {"start_date:date", "end_date:date"} <= set(_read(tmp_path / "export" / "relationships_PARTNER_OF.csv")[0])
 
     header, _ = _read(tmp_path / "export" / "relationships_LINKED_TO.csv")
     assert "probability:float" in header and "immune:boolean" in header and "evidence" in header

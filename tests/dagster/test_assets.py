@@ -29,7 +29,8 @@ def test_full_graph_materialises_with_checks_and_metadata(harness):
     ev = harness.table("link_evaluation").row(0, named=True)
     assert ev["n_devices"] == len(keys) and ev["pool_recall"] is not None and ev["link_recall_out_of_fold_only"]
     graph = harness.table("meddevkg")
-    assert {"Device", "Patent", "Company", "Concept", "LINKED_TO", "ASSIGNED_TO", "ACQUIRED"} <= set(graph["label"])
+    assert {"Device", "Patent", "Company", "Concept", "LINKED_TO", "ASSIGNED_TO", "ACQUIRED",
+            "PARTNER_OF"} <= set(graph["label"])
 
     declared = {key.to_user_string(): md["dagster/column_schema"] for a in ASSETS
                 for key, md in a.metadata_by_key.items() if "dagster/column_schema" in md}
@@ -98,3 +99,14 @@ def test_a_partition_the_corpus_lacks_fails_with_its_name(harness):
     assert not result.success
     failure = [e for e in result.all_events if e.is_step_failure][0]
     assert "P999999" in str(failure.event_specific_data.error)
+
+
+def test_the_corpus_resource_can_turn_former_owners_off(harness):
+    from meddevkg_dagster.resources import CorpusResource
+
+    on = CorpusResource(path=str(harness.corpus)).resolver()
+    off = CorpusResource(path=str(harness.corpus), former_owners=False).resolver()
+    assert on.former_owners and not off.former_owners
+    assert on.company_relation("ENDOLOGIX", None, "BOSTON SCIENTIFIC", 2006).kind == "former_owner"
+    assert off.company_relation("ENDOLOGIX", None, "BOSTON SCIENTIFIC", 2006) is None
+    assert off.company_relation("STEREOTAXIS", None, "JOHNSON AND JOHNSON").kind == "partner"  # alliances stay
