@@ -315,7 +315,8 @@ class CompanyResolver:
         if alliances is not None:
             table = schemas.conform(alliances, ALLIANCES).drop_nulls(["company_a", "company_b", "start_date"])
             for a0, b0, start, end in table.select("company_a", "company_b", "start_date", "end_date").iter_rows():
-                a, b = normalize_company(a0), normalize_company(b0)
+                # a party may be named as the contract names it: "Biosense Webster" is JOHNSON AND JOHNSON
+                a, b = (alias_map.get(n, n) if (n := normalize_company(x)) else None for x in (a0, b0))
                 if a and b and a != b:
                     pacts.append(Alliance(a, b, start, end))
         return cls(MappingProxyType(alias_map), deals, fuzzy_cutoff,

@@ -331,6 +331,10 @@ def test_corpus_alliances_extend_the_shipped_ones(tmp_path: Path) -> None:
     r = CompanyResolver.for_corpus(tmp_path)
     assert r.company_relation("WIDGETCO", None, "ACME").kind == "partner"
     assert r.company_relation("STEREOTAXIS", None, "JOHNSON AND JOHNSON").kind == "partner"
+    # a party named by an alias is that company (not a new id that the alias table would clash with)
+    (tmp_path / "alliances.csv").write_text("company_a,company_b,start_date\nBiosense Webster Inc.,ACME,2001-02-03\n")
+    assert CompanyResolver.for_corpus(tmp_path).company_relation("ACME", None, "Ethicon, Inc.").path == (
+        "ACME ~ JOHNSON AND JOHNSON (alliance 2001-02-03)")
     (tmp_path / "alliances.csv").write_text("company_a,company_b,start_date\nACME,WIDGETCO,03/02/2001\n")
     with pytest.raises(pl.exceptions.InvalidOperationError):
         CompanyResolver.for_corpus(tmp_path)
