@@ -8,25 +8,17 @@ MIN_POOL_RECALL = 0.9
 """Below this share of gold pairs in the Stage-2 pool the link set cannot be trusted."""
 
 
-KEYS = {"pma_documents": ("fda_id",), "patents": ("pat_id",), "candidate_pool": ("fda_id", "pat_id"),
-        "reranked_links": ("fda_id", "pat_id")}
-"""Each keyed table's key columns: present and unique in every materialisation."""
+def _unique_keys(asset: str, keys: list[str]) -> dg.AssetChecksDefinition:
+    @dg.asset_check(asset=asset, name=f"{asset}_keys_unique", blocking=True,
+                    description=f"{', '.join(keys)} present and unique")
+    def check(df: pl.DataFrame) -> dg.AssetCheckResult:
+        nulls = df.select(pl.any_horizontal(pl.col(k).is_null() for k in keys).sum()).item()
+        dupes = df.height - df.unique(keys).height
+        return dg.AssetCheckResult(passed=bool(nulls == 0 and dupes == 0),
+                                   metadata={"null_keys": int(nulls), "duplicate_keys": int(dupes)})
 
-
-def keys_unique_spec(asset: str) -> dg.AssetCheckSpec:
-    """Declared on the asset and evaluated on its output in the same step (`keys_unique`): a separate
-    check would read the table back, millions of pool and link rows in a full backfill."""
-    return dg.AssetCheckSpec(f"{asset}_keys_unique", asset=asset, blocking=True,
-                             description=f"{', '.join(KEYS[asset])} present and unique")
-
-
-def keys_unique(asset: str, df: pl.DataFrame) -> dg.AssetCheckResult:
-    keys = list(KEYS[asset])
-    nulls = df.select(pl.any_horizontal(pl.col(k).is_null() for k in keys).sum()).item() if df.height else 0
-    dupes = df.height - df.unique(keys).height
-    return dg.AssetCheckResult(check_name=f"{asset}_keys_unique", asset_key=asset,
-                               passed=bool(nulls == 0 and dupes == 0),
-                               metadata={"null_keys": int(nulls), "duplicate_keys": int(dupes)})
+    check.__name__ = f"{asset}_keys_unique"
+    return check
 
 
 def _embeddings_complete(asset: str) -> dg.AssetChecksDefinition:
@@ -54,7 +46,11 @@ def recall_on_gold(link_evaluation: pl.DataFrame) -> dg.AssetCheckResult:
                   "link_share_of_pairs": row["link_share_of_pairs"]})
 
 
-CHECKS = [  # the key checks are declared on their assets (keys_unique_spec)
+CHECKS = [
+    _unique_keys("pma_documents", ["fda_id"]),
+    _unique_keys("patents", ["pat_id"]),
+    _unique_keys("candidate_pool", ["fda_id", "pat_id"]),
+    _unique_keys("reranked_links", ["fda_id", "pat_id"]),
     _embeddings_complete("device_embeddings"),
     _embeddings_complete("patent_embeddings"),
     recall_on_gold,

@@ -1,7 +1,5 @@
 """Stages 2 and 3: company resolution, the candidate pool, cross-encoder, reranker and links."""
 
-from collections.abc import Iterator
-
 import dagster as dg
 import polars as pl
 
@@ -14,7 +12,6 @@ from meddevkg_core.pipeline import stage2_inputs
 from meddevkg_core.training_pairs import training_pairs as build_training_pairs
 from meddevkg_core.rerank import FoldModels, apply_fold_models, decide, feature_frame, fit_fold_models, links_frame
 from meddevkg_dagster.assets.sources import ontology_from_table
-from meddevkg_dagster.checks import keys_unique, keys_unique_spec
 from meddevkg_dagster.lib import log_progress, partition_keys, stopwatch, stored_table, table_metadata
 from meddevkg_dagster.partitions import DEVICE_BACKFILL, all_patent_years, pma_devices
 from meddevkg_dagster.resources import (
@@ -54,13 +51,12 @@ def _stage2_inputs(corpus: CorpusResource, config: PipelineConfig, pma_documents
 
 @dg.asset(group_name="candidates", pool=DUCKDB_POOL, kinds={"numpy", "duckdb"}, deps=["company_dictionary"],
           ins=all_patent_years("patents", "patent_embeddings", "patent_entities"),
-          metadata=_by_device(schemas.CANDIDATES), check_specs=[keys_unique_spec("candidate_pool")],
-          **DEVICE_PARTITIONED)
+          metadata=_by_device(schemas.CANDIDATES), **DEVICE_PARTITIONED)
 def candidate_pool(context: dg.AssetExecutionContext, corpus: CorpusResource,
                    pipeline_config: PipelineConfigResource, pma_documents: pl.DataFrame, patents: pl.DataFrame,
                    device_embeddings: pl.DataFrame, patent_embeddings: pl.DataFrame,
                    device_entities: pl.DataFrame, patent_entities: pl.DataFrame,
-                   meddevonto: pl.DataFrame) -> Iterator[dg.Output[pl.DataFrame] | dg.AssetCheckResult]:
+                   meddevonto: pl.DataFrame) -> dg.Output[pl.DataFrame]:
     """Stage 2: every device x patent pair scored (company, vector, entity); admitted pairs kept."""
     config = pipeline_config.config()
     with stopwatch() as t:
@@ -73,10 +69,9 @@ def candidate_pool(context: dg.AssetExecutionContext, corpus: CorpusResource,
     pairs = pma_documents.height * patents.height
     admitted = dict(pool.group_by("admitted_by").len().iter_rows())
     context.log.info(f"scored {pairs} pairs in {t['seconds']}s; kept {pool.height}")
-    yield dg.Output(pool, metadata=table_metadata(
+    return dg.Output(pool, metadata=table_metadata(
         pool, pairs_scored=pairs, share_kept=round(pool.height / max(1, pairs), 5), seconds=t["seconds"],
         **{f"admitted_{k}": v for k, v in admitted.items()}))
-    yield keys_unique("candidate_pool", pool)
 
 
 @dg.asset(group_name="rerank", pool=DUCKDB_POOL, op_tags=GPU_TAG, kinds={"pytorch", "duckdb"},
@@ -134,17 +129,15 @@ def reranker_model(context: dg.AssetExecutionContext, pipeline_config: PipelineC
 
 
 @dg.asset(group_name="rerank", pool=DUCKDB_POOL, kinds={"xgboost", "duckdb"},
-          metadata=_by_device(schemas.LINKS), check_specs=[keys_unique_spec("reranked_links")],
-          **DEVICE_PARTITIONED)
+          metadata=_by_device(schemas.LINKS), **DEVICE_PARTITIONED)
 def reranked_links(context: dg.AssetExecutionContext, pipeline_config: PipelineConfigResource,
                    candidate_pool: pl.DataFrame, cross_encoder_scores: pl.DataFrame,
-                   reranker_model: pl.DataFrame) -> Iterator[dg.Output[pl.DataFrame] | dg.AssetCheckResult]:
+                   reranker_model: pl.DataFrame) -> dg.Output[pl.DataFrame]:
     """Final links: probability (out-of-fold for gold devices), decision, immunity and evidence."""
     cfg = pipeline_config.config().rerank
     scored = apply_fold_models(feature_frame(candidate_pool, cross_encoder_scores), FoldModels.from_frame(reranker_model))
     out = links_frame(decide(scored, cfg))
     kept = out.filter(pl.col("decision"))
-    yield dg.Output(out, metadata=table_metadata(
+    return dg.Output(out, metadata=table_metadata(
         out, links_kept=kept.height, immune=int(out["immune"].sum()),
         noise_reduction=round(1 - kept.height / out.height, 4) if out.height else None))
-    yield keys_unique("reranked_links", out)

@@ -6,7 +6,6 @@ import polars as pl
 from meddevkg_core import schemas
 from meddevkg_core.ontology import Ontology, load_meddevonto
 from meddevkg_core.patent_years import YEAR_KEY_SQL, in_years, quarantine_year_keys, year_span
-from meddevkg_dagster.checks import keys_unique, keys_unique_spec
 from meddevkg_dagster.lib import only_devices, partition_keys, require_known, stopwatch, stored_table, table_metadata
 from meddevkg_dagster.partitions import DEVICE_BACKFILL, PATENT_BACKFILL, patent_years, pma_devices
 from meddevkg_dagster.resources import DUCKDB_POOL, CorpusResource, OpenFDAResource, SourcesResource
@@ -30,7 +29,6 @@ _QUARANTINE_DEVICE = pl.col("record_key").str.extract(r":([^:]*)$", 1)
             description="Source records of these devices that failed validation, with the reason."),
     },
     partitions_def=pma_devices, backfill_policy=DEVICE_BACKFILL, pool=DUCKDB_POOL,
-    check_specs=[keys_unique_spec("pma_documents")],
 )
 def pma_documents(context: dg.AssetExecutionContext, corpus: CorpusResource, sources: SourcesResource,
                   openfda: OpenFDAResource):
@@ -61,7 +59,6 @@ def pma_documents(context: dg.AssetExecutionContext, corpus: CorpusResource, sou
             counts = {"devices_in_corpus": devices.height}
     yield dg.Output(out, output_name="pma_documents", metadata=table_metadata(
         out, source=source, seconds=t["seconds"], **counts))
-    yield keys_unique("pma_documents", out)
     yield dg.Output(quarantine, output_name="pma_quarantine", metadata=table_metadata(quarantine, source=source))
 
 
@@ -79,7 +76,6 @@ def pma_documents(context: dg.AssetExecutionContext, corpus: CorpusResource, sou
                                                      "(stored under the year of the patent they name)."),
     },
     partitions_def=patent_years, backfill_policy=PATENT_BACKFILL, pool=DUCKDB_POOL,
-    check_specs=[keys_unique_spec("patents")],
 )
 def patents(context: dg.AssetExecutionContext, corpus: CorpusResource, sources: SourcesResource):
     """Patents from the corpus, PatentsView bulk files or the PatentSearch API (MEDDEVKG_PATENT_SOURCE)."""
@@ -109,7 +105,6 @@ def patents(context: dg.AssetExecutionContext, corpus: CorpusResource, sources: 
     yield dg.Output(out, output_name="patents", metadata=table_metadata(
         out, **{**stats, "source": src.patent_source, "assignees": out["assignee"].n_unique(), "read": found.height,
                 "seconds": t["seconds"]}))
-    yield keys_unique("patents", out)
     yield dg.Output(quarantine, output_name="patent_quarantine",
                     metadata=table_metadata(quarantine, source=src.patent_source))
 
