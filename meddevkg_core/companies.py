@@ -35,9 +35,6 @@ COMPANY_MATCHES = pl.Schema(
     {"fda_id": pl.String, "pat_id": pl.String, "match_kind": pl.String, "company_path": pl.String}
 )
 _KIND_RANK = {"same": 0, "acquired": 1, "acquirer": 2, "former_owner": 3, "partner": 4}
-ALLIANCES = pl.Schema(
-    {"company_a": pl.String, "company_b": pl.String, "start_date": pl.Date, "end_date": pl.Date, "source": pl.String}
-)
 
 # Legal forms cleanco leaves behind once punctuation is gone, or never knew (KK, the "& Co." rest).
 _LEGAL_TAIL = frozenset(
@@ -271,9 +268,9 @@ class CompanyResolver:
 
     @property
     def alliance_table(self) -> pl.DataFrame:
-        """The alliances this resolver knows, as ALLIANCES (sources are not kept)."""
+        """The alliances this resolver knows, as schemas.ALLIANCES (sources are not kept)."""
         rows = [(a.company_a, a.company_b, a.start_date, a.end_date, None) for a in self.alliances]
-        return pl.DataFrame(rows, schema=ALLIANCES, orient="row")
+        return pl.DataFrame(rows, schema=schemas.ALLIANCES, orient="row")
 
     @classmethod
     def for_corpus(cls, corpus_dir: Path | str, fuzzy_cutoff: float = 92.0, former_owners: bool = True
@@ -313,7 +310,7 @@ class CompanyResolver:
         deals = tuple(sorted((Deal(a, b, d, _until(raw, a, b, d)) for a, b, d in raw), key=_deal_key))
         pacts: list[Alliance] = []
         if alliances is not None:
-            table = schemas.conform(alliances, ALLIANCES).drop_nulls(["company_a", "company_b", "start_date"])
+            table = schemas.conform(alliances, schemas.ALLIANCES).drop_nulls(["company_a", "company_b", "start_date"])
             for a0, b0, start, end in table.select("company_a", "company_b", "start_date", "end_date").iter_rows():
                 # a party may be named as the contract names it: "Biosense Webster" is JOHNSON AND JOHNSON
                 a, b = (alias_map.get(n, n) if (n := normalize_company(x)) else None for x in (a0, b0))
@@ -549,17 +546,17 @@ def acquisitions_frame() -> pl.DataFrame:
 
 
 def _alliances(df: pl.DataFrame) -> pl.DataFrame:
-    """ISO start/end dates -> ALLIANCES (an unparsable date is an error, not a silent null)."""
+    """ISO start/end dates -> schemas.ALLIANCES (an unparsable date is an error, not a silent null)."""
     if "end_date" not in df.columns:
         df = df.with_columns(pl.lit(None, pl.String).alias("end_date"))
     return schemas.conform(
         df.with_columns(pl.col("start_date").str.to_date("%Y-%m-%d"), pl.col("end_date").str.to_date("%Y-%m-%d")),
-        ALLIANCES)
+        schemas.ALLIANCES)
 
 
 @cache
 def alliances_frame() -> pl.DataFrame:
-    """The shipped dated development and licence agreements, conforming to ALLIANCES."""
+    """The shipped dated development and licence agreements, conforming to schemas.ALLIANCES."""
     return _alliances(_read_shipped("alliances.csv"))
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import polars as pl
 
+from meddevkg_core import schemas
+
 GRAPH = pl.Schema({
     "element": pl.String, "label": pl.String, "id": pl.String,
     "source_id": pl.String, "target_id": pl.String, "properties": pl.String,
@@ -40,12 +42,10 @@ def build_graph(devices: pl.DataFrame, patents: pl.DataFrame, links: pl.DataFram
                 alliances: pl.DataFrame | None = None) -> pl.DataFrame:
     """Assemble the graph; node ids are prefixed by kind (device:, patent:, company:, concept:).
 
-    `alliances` (companies.ALLIANCES) adds PARTNER_OF edges between companies that had a dated
+    `alliances` (schemas.ALLIANCES) adds PARTNER_OF edges between companies that had a dated
     development and licence agreement (the `partner` company match).
     """
-    alliances = alliances if alliances is not None else pl.DataFrame(
-        schema={"company_a": pl.String, "company_b": pl.String, "start_date": pl.Date, "end_date": pl.Date,
-                "source": pl.String})
+    alliances = alliances if alliances is not None else schemas.empty(schemas.ALLIANCES)
     company_of = company_dictionary.select("raw_name", "company_id").unique("raw_name")
     dev = devices.join(company_of, left_on="applicant", right_on="raw_name", how="left")
     pat = (patents.with_columns(pl.col("assignee").str.split("; ").alias("assignee_one")).explode("assignee_one")

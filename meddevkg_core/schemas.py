@@ -105,6 +105,11 @@ ACQUISITIONS = pl.Schema(
     }
 )
 
+ALLIANCES = pl.Schema(
+    {"company_a": pl.String, "company_b": pl.String, "start_date": pl.Date, "end_date": pl.Date, "source": pl.String}
+)
+"""A dated development and licence agreement between two companies (data/companies/alliances.csv)."""
+
 CANDIDATES = pl.Schema(
     {
         "fda_id": pl.String,
