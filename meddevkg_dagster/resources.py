@@ -36,6 +36,19 @@ def env_or(name: str, default: str) -> str | dg.EnvVar:
     return dg.EnvVar(name) if os.environ.get(name) else default
 
 
+_FLAGS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
+
+
+def env_flag(name: str, default: bool) -> bool:
+    """A yes/no setting (Dagster's EnvVar has no boolean form); anything else is an error naming it."""
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw not in _FLAGS:
+        raise ValueError(f"{name}={os.environ[name]!r}: expected one of {', '.join(_FLAGS)}")
+    return _FLAGS[raw]
+
+
 class CorpusResource(dg.ConfigurableResource):
     """Where the corpus directory is (devices, patents, optional gold); the bundled demo by default."""
 
@@ -133,7 +146,8 @@ def build_resources() -> dict[str, object]:
     return {
         "io_manager": MeddevkgDuckDBIOManager(
             database=env_or("MEDDEVKG_DUCKDB", str(home / "warehouse.duckdb")), schema="meddevkg"),
-        "corpus": CorpusResource(path=env_or("MEDDEVKG_CORPUS", str(demo_corpus_dir()))),
+        "corpus": CorpusResource(path=env_or("MEDDEVKG_CORPUS", str(demo_corpus_dir())),
+                                 former_owners=env_flag("MEDDEVKG_FORMER_OWNERS", True)),
         "embedding_model": EmbeddingModelResource(
             model_path=env_or("MEDDEVKG_EMBEDDING_MODEL", "") or None,
             device=env_or("MEDDEVKG_DEVICE", "auto"),

@@ -3,6 +3,7 @@
 import dagster as dg
 import duckdb
 import polars as pl
+import pytest
 
 from meddevkg_core.corpus import read_corpus
 from tests.dagster.conftest import ASSETS
@@ -110,3 +111,15 @@ def test_the_corpus_resource_can_turn_former_owners_off(harness):
     assert on.company_relation("ENDOLOGIX", None, "BOSTON SCIENTIFIC", 2006).kind == "former_owner"
     assert off.company_relation("ENDOLOGIX", None, "BOSTON SCIENTIFIC", 2006) is None
     assert off.company_relation("STEREOTAXIS", None, "JOHNSON AND JOHNSON").kind == "partner"  # alliances stay
+
+
+def test_meddevkg_former_owners_sets_the_corpus_resource(monkeypatch):
+    from meddevkg_dagster.resources import build_resources
+
+    monkeypatch.delenv("MEDDEVKG_FORMER_OWNERS", raising=False)
+    assert build_resources()["corpus"].former_owners is True
+    monkeypatch.setenv("MEDDEVKG_FORMER_OWNERS", "false")
+    assert build_resources()["corpus"].former_owners is False
+    monkeypatch.setenv("MEDDEVKG_FORMER_OWNERS", "maybe")
+    with pytest.raises(ValueError, match="MEDDEVKG_FORMER_OWNERS='maybe'"):
+        build_resources()
