@@ -357,7 +357,7 @@ def format_company_report(report: dict[str, Any]) -> str:
 
 
 def main_company_report(
-    corpus_dir: str | Path, fda_pma_path: str | Path, out: str | Path | None = None
+    corpus_dir: str | Path, fda_pma_path: str | Path, out: str | Path | None = None, former_owners: bool = True
 ) -> dict[str, Any]:
     """Read a corpus directory and fdadata_pma.parquet, compute the report, optionally write it as JSON."""
     from meddevkg_core.corpus import read_corpus
@@ -368,7 +368,7 @@ def main_company_report(
     columns = [c for c in wanted if c in pl.read_parquet_schema(fda_path)]
     fda = pl.read_parquet(fda_path, columns=columns)
     report = company_report(corpus.devices, corpus.patents, corpus.gold_links, fda,
-                            CompanyResolver.for_corpus(corpus_dir))
+                            CompanyResolver.for_corpus(corpus_dir, former_owners=former_owners))
     if out is not None:
         path = Path(out)
         path.parent.mkdir(parents=True, exist_ok=True)

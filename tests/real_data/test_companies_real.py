@@ -178,3 +178,15 @@ def test_company_report_cli_prints_a_summary_then_one_json_line(tmp_path: Path, 
     written = json.loads(out.read_text())
     assert written["cross_company_gold_recovered"] == last["cross_company_gold_recovered"]
     assert written["detail"]["sponsor"]["misses"]
+
+
+def test_company_report_cli_honours_meddevkg_former_owners(monkeypatch, capsys) -> None:
+    import json
+
+    from meddevkg_dagster.cli import main
+
+    monkeypatch.setenv("MEDDEVKG_FORMER_OWNERS", "false")
+    assert main(["company-report", "--corpus", str(BENCH), "--fda-pma", str(FDA)]) == 0
+    last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert "former_owner" not in last["cross_company_gold_recovered_by_kind"]
+    assert last["cross_company_gold_recovered_by_kind"]["partner"] >= 5  # alliances stay
