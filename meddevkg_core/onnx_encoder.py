@@ -325,6 +325,7 @@ def _encode_batches(session: Any, tokenizer: Any, texts: list[str], names: Seque
     only called from this thread (a fast tokenizer is not safe to call concurrently), batch after
     batch while the workers run; the longest batches go first so the workers finish together.
     """
+    from collections import deque
     from concurrent.futures import Future, ThreadPoolExecutor
 
     from meddevkg_core.embeddings import length_batches
@@ -339,11 +340,17 @@ def _encode_batches(session: Any, tokenizer: Any, texts: list[str], names: Seque
         for idx in batches:
             out[idx] = session.run(None, features([texts[i] for i in idx]))[0]
         return out
+    # At most two batches per worker are tokenised ahead, so one call over a whole corpus does not
+    # hold every batch's token ids at once.
+    pending: deque[tuple[np.ndarray, Future[list[Any]]]] = deque()
     with ThreadPoolExecutor(workers, thread_name_prefix="onnx-encode") as pool:
-        pending: list[tuple[np.ndarray, Future[list[Any]]]] = [
-            (idx, pool.submit(session.run, None, features([texts[i] for i in idx]))) for idx in batches]
-        for idx, result in pending:
-            out[idx] = result.result()[0]
+        for idx in batches:
+            if len(pending) >= 2 * workers:
+                done, result = pending.popleft()
+                out[done] = result.result()[0]
+            pending.append((idx, pool.submit(session.run, None, features([texts[i] for i in idx]))))
+        for done, result in pending:
+            out[done] = result.result()[0]
     return out
 
 
