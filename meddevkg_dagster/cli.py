@@ -145,12 +145,12 @@ def load_models(corpus_dir: Path, cross_encoder: str | None, device: str, cache_
     from meddevkg_core.entities import load_spacy_pipeline
     from meddevkg_core.ontology import load_meddevonto
     from meddevkg_core.pipeline import Models
-    from meddevkg_dagster.resources import env_flag
+    from meddevkg_dagster.resources import former_owners_setting
 
     return Models(
         encoder=load_sentence_encoder(None, device=device), nlp=load_spacy_pipeline(),
         ontology=load_meddevonto(),
-        resolver=CompanyResolver.for_corpus(corpus_dir, former_owners=env_flag("MEDDEVKG_FORMER_OWNERS", True)),
+        resolver=CompanyResolver.for_corpus(corpus_dir, former_owners=former_owners_setting()),
         cross_encoder=load_cross_encoder(CrossEncoderConfig(model=cross_encoder), device=device),
         embedding_cache=EmbeddingCache(cache_dir) if cache_dir else None)
 
@@ -228,10 +228,10 @@ def _bench_extract(args: argparse.Namespace) -> int:
 
 def _company_report(args: argparse.Namespace) -> int:
     from meddevkg_core.company_report import format_company_report, main_company_report
-    from meddevkg_dagster.resources import env_flag
+    from meddevkg_dagster.resources import former_owners_setting
 
     report = main_company_report(args.corpus, args.fda_pma, args.out,
-                                 former_owners=env_flag("MEDDEVKG_FORMER_OWNERS", True))
+                                 former_owners=former_owners_setting())
     print(format_company_report(report))
     if args.out:
         print(f"wrote {args.out}", file=sys.stderr)

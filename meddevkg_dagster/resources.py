@@ -49,6 +49,11 @@ def env_flag(name: str, default: bool) -> bool:
     return _FLAGS[raw]
 
 
+def former_owners_setting() -> bool:
+    """MEDDEVKG_FORMER_OWNERS (default true): the one place the CLI and the resources read it."""
+    return env_flag("MEDDEVKG_FORMER_OWNERS", True)
+
+
 class CorpusResource(dg.ConfigurableResource):
     """Where the corpus directory is (devices, patents, optional gold); the bundled demo by default."""
 
@@ -147,7 +152,7 @@ def build_resources() -> dict[str, object]:
         "io_manager": MeddevkgDuckDBIOManager(
             database=env_or("MEDDEVKG_DUCKDB", str(home / "warehouse.duckdb")), schema="meddevkg"),
         "corpus": CorpusResource(path=env_or("MEDDEVKG_CORPUS", str(demo_corpus_dir())),
-                                 former_owners=env_flag("MEDDEVKG_FORMER_OWNERS", True)),
+                                 former_owners=former_owners_setting()),
         "embedding_model": EmbeddingModelResource(
             model_path=env_or("MEDDEVKG_EMBEDDING_MODEL", "") or None,
             device=env_or("MEDDEVKG_DEVICE", "auto"),
