@@ -17,7 +17,7 @@ import polars as pl
 
 from meddevkg_core.sources.openfda_recall import recall_pma_numbers, recall_summary
 
-_LINK_COLS = ("fda_id", "pat_id", "probability", "evidence")
+_LINK_COLS = ("fda_id", "pat_id", "rank", "probability", "evidence")
 _DATE = r"\d{4}-\d{2}-\d{2}"
 
 
@@ -38,10 +38,17 @@ def _with(df: pl.DataFrame, other: pl.DataFrame | None, on: str, cols: tuple[str
 # --------------------------------------------------------------------------- recall root cause
 
 
+def _strongest_first(links: pl.DataFrame) -> pl.DataFrame:
+    """Each device's links in their final order (`rank`, text_adapter), else by probability (a links
+    table written before links had a rank)."""
+    if "rank" in links.columns:
+        return links.sort(["fda_id", "rank", "pat_id"])
+    return links.sort(["fda_id", "probability", "pat_id"], descending=[False, True, False])
+
+
 def device_patents(links: pl.DataFrame, fda_ids: list[str], patents: pl.DataFrame | None = None) -> pl.DataFrame:
-    """The patents linked to these devices, strongest first, with probability and evidence."""
-    out = kept_links(links).filter(pl.col("fda_id").is_in(fda_ids)).sort(
-        ["fda_id", "probability", "pat_id"], descending=[False, True, False])
+    """The patents linked to these devices, strongest first, with rank, probability and evidence."""
+    out = _strongest_first(kept_links(links).filter(pl.col("fda_id").is_in(fda_ids)))
     return _with(out, patents, "pat_id", ("title", "assignee", "grant_date", "filing_date"))
 
 
@@ -132,10 +139,9 @@ def acquired_patents(links: pl.DataFrame, company_paths: pl.DataFrame, fda_id: s
         pl.Series("deal_dates", [p["deal_dates"] for p in parsed], pl.List(pl.String)).cast(pl.List(pl.Date)),
     ).with_columns(pl.col("deal_dates").list.max().alias("latest_close_date"))
     out = out.filter((pl.col("deal_dates").list.len() > 0) & (pl.col("device_company") != pl.col("patent_company")))
-    cols = ["fda_id", "pat_id", "probability", "relation", "device_company", "patent_company", "latest_close_date",
-            "company_path", "deal_dates", "evidence"]
-    return out.select([c for c in cols if c in out.columns]).sort(
-        ["fda_id", "probability", "pat_id"], descending=[False, True, False])
+    cols = ["fda_id", "pat_id", "rank", "probability", "relation", "device_company", "patent_company",
+            "latest_close_date", "company_path", "deal_dates", "evidence"]
+    return _strongest_first(out.select([c for c in cols if c in out.columns]))
 
 
 # --------------------------------------------------------------------------- technology trajectory

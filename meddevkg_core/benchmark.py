@@ -30,7 +30,7 @@ from meddevkg_core.embeddings import embedding_matrix
 from meddevkg_core.evaluation import evaluate_links
 from meddevkg_core.pipeline import LinkRun, Models, PreparedCorpus, Timer, link, notes, prepare
 from meddevkg_core.plots import plot_rank_distribution, plot_recall_volume
-from meddevkg_core.ranking import PipelineScorer
+from meddevkg_core.ranking import pipeline_runs
 from meddevkg_core.report import render_markdown
 from meddevkg_core.rerank import FEATURE_SETS
 
@@ -199,16 +199,17 @@ def run_benchmark(corpus: Corpus, models: Models, config: PipelineConfig, out: s
     n_dev, n_pat = len(device_ids), len(patent_ids)
     evaluation = evaluate_links(main.candidates, main.links, gold, n_dev, n_pat)
 
-    scorer_runs: dict[str, ScorerRun] = {}
-    pipeline = PipelineScorer(main.inputs, main.models, main.cross_encoder_scores, config)
-    scorer_runs["pipeline"] = timer("rank_all_pairs", run_scorer, pipeline, device_ids, patent_ids, gold)
+    scorer_runs: dict[str, ScorerRun] = timer("rank_all_pairs", pipeline_runs, main.inputs, main.models,
+                                              main.cross_encoder_scores, config, gold)
     for name, scorer in timer("baselines_fit", baseline_scorers, corpus, prepared, device_ids, patent_ids).items():
         scorer_runs[name] = timer(f"baseline_{name}", run_scorer, scorer, device_ids, patent_ids, gold)
 
     quiet = Timer(lambda _: None)
     ablations = {}
     for name, cfg in ablation_configs(config).items():
-        run = main if name == "full" else timer(f"ablation_{name}", link, prepared, models, cfg, quiet)
+        # link figures only: the text adapter orders a device's pairs and decides nothing, so it is not trained
+        run = main if name == "full" else timer(f"ablation_{name}", link, prepared, models,
+                                                _without_adapter(cfg), quiet)
         ev = evaluate_links(run.candidates, run.links, gold, n_dev, n_pat)
         ablations[name] = {**_link_figures(ev), **hard_negative_fpr(run.links, gold)}
     fixed = {}
@@ -246,10 +247,19 @@ def run_benchmark(corpus: Corpus, models: Models, config: PipelineConfig, out: s
         "timings_s": {**timer.seconds, "total": round(time.perf_counter() - started, 1)},
         "plots": {k: str(v.relative_to(out)) for k, v in plots.items()},
     })
-    rankings = scorer_runs["pipeline"].top.select("fda_id", "pat_id", pl.col("rank").cast(pl.Int32),
-                                                   pl.col("score").cast(pl.Float32))
+    # each device's final order, with the probability as the score (the fusion re-orders a device's
+    # top pairs, all within the top 500, and leaves their probabilities as they are)
+    by_probability = scorer_runs.get("pipeline_probability_order", scorer_runs["pipeline"])
+    rankings = scorer_runs["pipeline"].top.select("fda_id", "pat_id", pl.col("rank").cast(pl.Int32)).join(
+        by_probability.top.select("fda_id", "pat_id", pl.col("score").cast(pl.Float32)), on=["fda_id", "pat_id"],
+        how="left").sort("fda_id", "rank")
     _write(out, main, rankings, report)
     return BenchmarkResult(report, main, rankings, prepared)
+
+
+def _without_adapter(cfg: PipelineConfig) -> PipelineConfig:
+    adapter = cfg.rerank.text_adapter.model_copy(update={"enabled": False})
+    return cfg.model_copy(update={"rerank": cfg.rerank.model_copy(update={"text_adapter": adapter})})
 
 
 def _link_figures(ev) -> dict:

@@ -92,6 +92,25 @@ class CandidateConfig(BaseModel, frozen=True):
     device_block_size: int = 64
 
 
+class TextAdapterConfig(BaseModel, frozen=True):
+    """Stage 3's last step: each device's top pairs re-ordered by a learned text similarity (text_adapter).
+
+    Set before it was measured and not tuned on the benchmark; the closing note of issue 6 gives the
+    figures at other values of `top_k`."""
+
+    enabled: bool = Field(default=True, description="False: a device's pairs are ordered by probability only.")
+    top_k: int = Field(default=30, ge=1, le=500,
+                       description="Pairs per device, by probability, that the fusion re-orders (the benchmark's "
+                       "rankings keep each device's top 500).")
+    rrf_k: int = Field(default=60, ge=1, description="Reciprocal-rank-fusion constant (the usual 60).")
+    hard_negatives: int = Field(default=30, ge=1, description="Most similar non-gold pool patents per gold pair.")
+    epochs: int = Field(default=3, ge=1)
+    temperature: float = Field(default=0.05, gt=0)
+    learning_rate: float = Field(default=1e-3, gt=0)
+    ensemble: int = Field(default=3, ge=1, description="Maps trained from different seeds; similarities averaged.")
+    seed: int = 0
+
+
 class RerankConfig(BaseModel, frozen=True):
     """Stage 3: the XGBoost classifier, its training set and the decision rule."""
 
@@ -136,6 +155,7 @@ class RerankConfig(BaseModel, frozen=True):
         description="Immunity 2: Tier-S anchor rescue. Off since issue 6: on the training devices of every "
         "benchmark fold it kept about 2,000 pairs below the cut-off for at most one gold pair.",
     )
+    text_adapter: TextAdapterConfig = TextAdapterConfig()
 
 
 class CrossEncoderConfig(BaseModel, frozen=True):

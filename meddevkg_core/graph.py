@@ -73,7 +73,7 @@ def build_graph(devices: pl.DataFrame, patents: pl.DataFrame, links: pl.DataFram
         _nodes(patents, "Patent", pat_id, ["pat_id", "title", "assignee", "grant_date", "filing_date"]),
         _nodes(companies, "Company", comp, ["company_id"]),
         _nodes(concept_nodes, "Concept", concept, ["concept_id", "preferred_name", "tui", "category", "weight", "is_anchor"]),
-        _edges(kept, "LINKED_TO", dev_id, pat_id, ["probability", "immune", "verdict", "evidence"]),
+        _edges(kept, "LINKED_TO", dev_id, pat_id, ["probability", "rank", "immune", "verdict", "evidence"]),
         _edges(pat.drop_nulls("company_id").unique(["pat_id", "company_id"]), "ASSIGNED_TO", pat_id, comp, []),
         _edges(dev.drop_nulls("company_id"), "APPLIED_BY", dev_id, comp, []),
         _edges(acquisitions, "ACQUIRED", pl.concat_str([pl.lit("company:"), pl.col("acquirer")]),

@@ -24,7 +24,7 @@ PROPERTY_TYPES: dict[str, dict[str, str]] = {
     "Device": {"decision_date": "date"},
     "Patent": {"grant_date": "date", "filing_date": "date"},
     "Concept": {"weight": "double", "is_anchor": "boolean"},
-    "LINKED_TO": {"probability": "float", "immune": "boolean"},
+    "LINKED_TO": {"probability": "float", "rank": "long", "immune": "boolean"},
     "ACQUIRED": {"close_date": "date"},
     "PARTNER_OF": {"start_date": "date", "end_date": "date"},
 }

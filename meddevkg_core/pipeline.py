@@ -26,7 +26,16 @@ from meddevkg_core.entity_match import EntityMatcher, doc_keys
 from meddevkg_core.evaluation import LinkEvaluation, evaluate_links
 from meddevkg_core.ontology import Ontology
 from meddevkg_core.progress import ThrottledReporter
-from meddevkg_core.rerank import FoldModels, apply_fold_models, decide, feature_frame, fit_fold_models, links_frame
+from meddevkg_core.rerank import (
+    FoldModels,
+    apply_fold_models,
+    decide,
+    feature_frame,
+    fit_fold_models,
+    links_frame,
+    with_ranks,
+)
+from meddevkg_core.text_adapter import Vectors
 from meddevkg_core.training_pairs import training_pairs
 
 
@@ -66,15 +75,21 @@ def stage2_inputs(device_embeddings: pl.DataFrame, patent_embeddings: pl.DataFra
 
 def rerank(candidates: pl.DataFrame, ce_scores: pl.DataFrame | None, gold: pl.DataFrame,
            config: PipelineConfig, models: FoldModels | None = None,
-           training: pl.DataFrame | None = None) -> tuple[pl.DataFrame, FoldModels]:
-    """Stage 3 on a pool: trains fold models on the gold (unless given), scores, decides.
+           training: pl.DataFrame | None = None, vectors: Vectors | None = None) -> tuple[pl.DataFrame, FoldModels]:
+    """Stage 3 on a pool: trains fold models on the gold (unless given), scores, decides, ranks.
 
-    `training` (see training_pairs) replaces the pool as the training population when given.
+    `training` (see training_pairs) replaces the pool as the training population when given;
+    `vectors` lets the text adapters train and order each device's top pairs (text_adapter).
     """
     features = feature_frame(candidates, ce_scores)
     if models is None:
-        models = fit_fold_models(features if training is None else training, gold, config.rerank)
-    return links_frame(decide(apply_fold_models(features, models), config.rerank)), models
+        models = fit_fold_models(features if training is None else training, gold, config.rerank, vectors)
+    scored = decide(apply_fold_models(features, models), config.rerank)
+    return links_frame(with_ranks(scored, models, vectors, config.rerank)), models
+
+
+def vectors_of(inputs: Stage2Inputs) -> Vectors:
+    return Vectors(inputs.device_ids, inputs.device_vectors, inputs.patent_ids, inputs.patent_vectors)
 
 
 class Timer:
@@ -146,7 +161,8 @@ def link(prepared: PreparedCorpus, models: Models, config: PipelineConfig, timer
     ce = timer("cross_encoder_scores", score_candidate_pairs, pool, corpus.devices, corpus.patents,
                models.cross_encoder, config.cross_encoder.max_chars, config.cross_encoder.batch_size)
     training = timer("training_pairs", training_pairs, inputs, pool, ce, corpus.gold_links, config)
-    links, fold_models = timer("reranked_links", rerank, pool, ce, corpus.gold_links, config, training=training)
+    links, fold_models = timer("reranked_links", rerank, pool, ce, corpus.gold_links, config, training=training,
+                               vectors=vectors_of(inputs))
     return LinkRun(inputs, pool, ce, links, fold_models)
 
 

@@ -3,27 +3,34 @@
 Pool pairs get exactly the probability their link row has; pairs outside the pool get the same
 model applied to their Stage-2 components (no cross-encoder score: a missing feature), so every
 device has a ranking over the whole corpus. Gold devices are scored by the fold model that never
-saw them.
+saw them. `fused=True` orders each device's top pairs as the links' `rank` does (text_adapter): the
+score is then a per-device order, not a probability comparable across devices.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
 import polars as pl
 
+from meddevkg_core.baselines import ScorerRun, run_scorer
 from meddevkg_core.candidates import Stage2Inputs, admission, block_frame, score_blocks
 from meddevkg_core.config import PipelineConfig
 from meddevkg_core.rerank import FoldModels, feature_frame
+from meddevkg_core.text_adapter import Vectors, fused_scores, similarity_of
 
 
 class PipelineScorer:
     """A `baselines.Scorer` over the pipeline's out-of-fold probabilities."""
 
     def __init__(self, inputs: Stage2Inputs, models: FoldModels, ce_scores: pl.DataFrame | None,
-                 config: PipelineConfig):
+                 config: PipelineConfig, fused: bool = False):
         self._inputs, self._models, self._ce, self._config = inputs, models, ce_scores, config
+        self._vectors = (Vectors(inputs.device_ids, inputs.device_vectors, inputs.patent_ids, inputs.patent_vectors)
+                         if fused and config.rerank.text_adapter.enabled else None)
+        self._patent_ids = np.asarray(inputs.patent_ids, dtype=object)
 
     @property
     def n_patents(self) -> int:
@@ -45,4 +52,28 @@ class PipelineScorer:
                 prob[mask] = model.predict(frame.filter(pl.Series(mask)))
             rows = np.fromiter((row_of[d] for d in scores.device_ids), np.int64)
             out[np.repeat(rows, len(self._inputs.patent_ids)), c] = prob
+        if self._vectors is not None:
+            for i, device in enumerate(ids):
+                adapter = self._models.adapter_for(device)
+                if adapter is not None and self._vectors.has_device(device):
+                    similarity = similarity_of(adapter, self._vectors, device, self._patent_ids)
+                    out[i] = fused_scores(out[i], similarity, self._config.rerank.text_adapter)[0]
         return out
+
+
+def pipeline_runs(inputs: Stage2Inputs, models: FoldModels, ce_scores: pl.DataFrame | None,
+                  config: PipelineConfig, gold: pl.DataFrame) -> dict[str, ScorerRun]:
+    """The pipeline's rankings over every pair: `pipeline` and, with text adapters,
+    `pipeline_probability_order`.
+
+    With adapters, `pipeline` is each device's final order (R@K, MRR, top pairs) and its curve is
+    the probability order's: the share of all pairs a global cut-off keeps needs scores that are
+    comparable across devices.
+    """
+    device_ids, patent_ids = inputs.device_ids, inputs.patent_ids
+    by_probability = run_scorer(PipelineScorer(inputs, models, ce_scores, config), device_ids, patent_ids, gold)
+    if models.full_adapter is None or not config.rerank.text_adapter.enabled:
+        return {"pipeline": by_probability}
+    fused = run_scorer(PipelineScorer(inputs, models, ce_scores, config, fused=True), device_ids, patent_ids, gold)
+    return {"pipeline": dataclasses.replace(fused, curve=by_probability.curve),
+            "pipeline_probability_order": by_probability}

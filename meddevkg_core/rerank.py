@@ -20,6 +20,7 @@ from sklearn.model_selection import GroupKFold
 from meddevkg_core import schemas
 from meddevkg_core.config import Admission, RerankConfig
 from meddevkg_core.pair_features import POOL_FEATURES, YEAR_FEATURES, with_derived_features
+from meddevkg_core.text_adapter import TextAdapter, Vectors, device_ranks, fit_text_adapter, training_groups
 
 FEATURES = (
     "score_company", "score_vector", "score_entity", "score_total", "ai_score",
@@ -191,11 +192,14 @@ class FoldModels:
     """One model per device-grouped fold plus the model trained on every gold device.
 
     A gold device is always scored by the fold model that did not see it; every other device
-    by the full model. Stored as a table by the `reranker_model` asset.
+    by the full model. The text adapters (text_adapter; None when not trained) follow the same
+    folds. Stored as a table by the `reranker_model` asset.
     """
 
     full: RerankerModel
     folds: tuple[tuple[tuple[str, ...], RerankerModel], ...]
+    full_adapter: TextAdapter | None = None
+    fold_adapters: tuple[TextAdapter | None, ...] = ()
 
     def model_for(self, fda_id: str) -> tuple[RerankerModel, bool]:
         for devices, model in self.folds:
@@ -203,34 +207,63 @@ class FoldModels:
                 return model, True
         return self.full, False
 
+    def adapter_for(self, fda_id: str) -> TextAdapter | None:
+        for i, (devices, _) in enumerate(self.folds):
+            if fda_id in devices:
+                return self.fold_adapters[i] if i < len(self.fold_adapters) else None
+        return self.full_adapter
+
     def to_frame(self) -> pl.DataFrame:
+        adapters = [self.full_adapter, *self.fold_adapters, *[None] * (len(self.folds) - len(self.fold_adapters))]
         rows = [{"model": "full", "held_out_devices": [], "model_json": self.full.to_json()}]
         rows += [{"model": f"fold_{i}", "held_out_devices": list(devices), "model_json": m.to_json()}
                  for i, (devices, m) in enumerate(self.folds)]
+        for row, adapter in zip(rows, adapters, strict=True):
+            row["text_adapter"] = adapter.to_bytes() if adapter is not None else None
         return pl.DataFrame(rows, schema={"model": pl.String, "held_out_devices": pl.List(pl.String),
-                                          "model_json": pl.String})
+                                          "model_json": pl.String, "text_adapter": pl.Binary})
 
     @staticmethod
     def from_frame(df: pl.DataFrame) -> FoldModels:
-        full = RerankerModel.from_json(df.filter(pl.col("model") == "full")["model_json"][0])
-        folds = tuple((tuple(r["held_out_devices"]), RerankerModel.from_json(r["model_json"]))
-                      for r in df.filter(pl.col("model") != "full").sort("model").iter_rows(named=True))
-        return FoldModels(full, folds)
+        if "text_adapter" not in df.columns:  # stored before the text adapter existed
+            df = df.with_columns(pl.lit(None, pl.Binary).alias("text_adapter"))
+
+        def adapter(data: bytes | None) -> TextAdapter | None:
+            return TextAdapter.from_bytes(data) if data is not None else None
+
+        full = df.filter(pl.col("model") == "full").row(0, named=True)
+        rows = list(df.filter(pl.col("model") != "full").sort("model").iter_rows(named=True))
+        folds = tuple((tuple(r["held_out_devices"]), RerankerModel.from_json(r["model_json"])) for r in rows)
+        return FoldModels(RerankerModel.from_json(full["model_json"]), folds,
+                          adapter(full["text_adapter"]), tuple(adapter(r["text_adapter"]) for r in rows))
 
 
-def fit_fold_models(features: pl.DataFrame, gold: pl.DataFrame, cfg: RerankConfig) -> FoldModels:
-    """Train the full model and one model per device-grouped fold of the gold devices."""
+def fit_fold_models(features: pl.DataFrame, gold: pl.DataFrame, cfg: RerankConfig,
+                    vectors: Vectors | None = None) -> FoldModels:
+    """Train the full model and one model per device-grouped fold of the gold devices.
+
+    With `vectors` (and the text adapter enabled), a text adapter per fold and a full one too.
+    """
     labeled = label_pairs(features, gold)
     if labeled.height == 0 or labeled["label"].n_unique() < 2:
         raise ValueError("cannot train the reranker: the pool holds no gold positives and negatives")
     inner = min(3, cfg.folds)
     full = train_reranker(labeled, cfg, inner_folds=inner)
     groups = labeled["fda_id"].unique().sort().to_numpy()
-    folds = []
+
+    def adapter(devices: np.ndarray) -> TextAdapter | None:
+        if vectors is None or not cfg.text_adapter.enabled:
+            return None
+        keep = pl.col("fda_id").is_in(devices.tolist())
+        return fit_text_adapter(training_groups(labeled.filter(keep), gold.filter(keep), vectors,
+                                                cfg.text_adapter.hard_negatives), vectors, cfg.text_adapter)
+
+    folds, fold_adapters = [], []
     for train_idx, test_idx in GroupKFold(n_splits=min(cfg.folds, len(groups))).split(groups, groups=groups):
         model = train_reranker(labeled.filter(pl.col("fda_id").is_in(groups[train_idx])), cfg, inner_folds=inner)
         folds.append((tuple(sorted(groups[test_idx].tolist())), model))
-    return FoldModels(full, tuple(folds))
+        fold_adapters.append(adapter(groups[train_idx]))
+    return FoldModels(full, tuple(folds), adapter(groups), tuple(fold_adapters))
 
 
 def apply_fold_models(features: pl.DataFrame, models: FoldModels) -> pl.DataFrame:
@@ -330,6 +363,16 @@ def _scored(features: pl.DataFrame, model: RerankerModel, out_of_fold: bool) -> 
     return features.with_columns(pl.Series("probability", model.predict(features), pl.Float32),
                                  pl.lit(model.threshold, pl.Float32).alias("threshold"),
                                  pl.lit(out_of_fold).alias("out_of_fold"))
+
+
+def with_ranks(scored: pl.DataFrame, models: FoldModels, vectors: Vectors | None,
+               cfg: RerankConfig) -> pl.DataFrame:
+    """`scored` (sorted by pair, as apply_fold_models returns it) with each pair's `rank` within its
+    device and its `text_sim` (text_adapter.device_ranks; null where there is none)."""
+    ordered = scored if _sorted_by_pair(scored) else scored.sort("fda_id", "pat_id")
+    rank, text_sim = device_ranks(ordered, models.adapter_for, vectors, cfg.text_adapter)
+    columns = [pl.Series("rank", rank, pl.Int32), pl.Series("text_sim", text_sim, pl.Float32).fill_nan(None)]
+    return ordered.with_columns(_chunked_like(ordered, columns))
 
 
 def decide(scored: pl.DataFrame, cfg: RerankConfig) -> pl.DataFrame:

@@ -18,8 +18,8 @@ corpus is synthetic but built to have the statistics of the real benchmark (meas
   so the lexical scorer of the pipeline (baselines.TfidfScorer) runs on realistic sparsity.
 
 Stage 2 is the pipeline's own `generate_candidates` (block-wise over devices; the pair table is
-never built), Stage 3 the pipeline's `feature_frame` + `apply_fold_models` + `decide` with a
-reranker trained first on synthetic gold links (timed separately). Every stage reports wall
+never built), Stage 3 the pipeline's `feature_frame` + `apply_fold_models` + `decide` + `with_ranks`
+with a reranker trained first on synthetic gold links (timed separately). Every stage reports wall
 seconds and its own peak RSS (VmHWM, reset before each stage through /proc/self/clear_refs).
 """
 
@@ -42,7 +42,7 @@ from meddevkg_core.candidates import Stage2Inputs, collect_candidates, max_devic
 from meddevkg_core.config import CandidateConfig, PipelineConfig
 from meddevkg_core.entity_match import EntityMatcher, doc_keys
 from meddevkg_core.ontology import Ontology, load_meddevonto
-from meddevkg_core.rerank import apply_fold_models, decide, feature_frame, fit_fold_models, links_frame
+from meddevkg_core.rerank import apply_fold_models, decide, feature_frame, fit_fold_models, links_frame, with_ranks
 
 # Calibration. Chosen on 434 x 2,185 against the real benchmark (shipped spaCy extraction, packaged
 # MiniLM, default configuration), share of all pairs / share of the pool. Device-patent cosine
@@ -665,7 +665,10 @@ def _med_peaks(med: dict[str, float]) -> list[float]:
 
 
 def _stage3(pool: pl.DataFrame, models, config: PipelineConfig) -> pl.DataFrame:
-    return decide(apply_fold_models(feature_frame(pool, None), models), config.rerank)
+    """Scores, decisions and each pair's rank in its device (by probability: the synthetic corpus
+    is released before Stage 3, so no text adapter is trained or applied here)."""
+    return with_ranks(decide(apply_fold_models(feature_frame(pool, None), models), config.rerank), models, None,
+                      config.rerank)
 
 
 def _median(values: Sequence[float]) -> float:

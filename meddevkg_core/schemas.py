@@ -171,9 +171,13 @@ LINKS = pl.Schema(
         "verdict": pl.String,
         "out_of_fold": pl.Boolean,
         "evidence": pl.String,
+        "rank": pl.Int32,
+        "text_sim": pl.Float32,
     }
 )
-"""A scored candidate after Stage 3; `decision` marks membership of the final link set."""
+"""A scored candidate after Stage 3; `decision` marks membership of the final link set, `rank` the
+pair's place among its device's pairs (1 = first; text_adapter), `text_sim` the learned text
+similarity that placed it (null below the device's top pairs)."""
 
 
 def fingerprint() -> str:

@@ -3,7 +3,7 @@
 The graph is materialised once (patents, reranker and caches warm), then two things are timed
 alternately `runs` times: `device_links_job` over every device partition as one run (IO manager
 reads and writes, events, checks), and the same steps called directly on in-memory inputs
-(device mentions and embeddings, Stage 2, cross-encoder, Stage 3 with evidence). The ratio of the
+(device mentions and embeddings, Stage 2, cross-encoder, Stage 3 with evidence and ranks). The ratio of the
 medians is what the orchestration adds; it is given for wall time and for the process's CPU time.
 
 Dagster's cost is mostly per partition and asset (events, IO manager calls), the core's grows with
@@ -35,7 +35,8 @@ def _core_device_links(tables: dict[str, pl.DataFrame], resources: dict[str, Any
     from meddevkg_core.embeddings import embed_documents
     from meddevkg_core.entities import extract_mentions, load_spacy_pipeline
     from meddevkg_core.pipeline import documents, stage2_inputs
-    from meddevkg_core.rerank import FoldModels, apply_fold_models, decide, feature_frame, links_frame
+    from meddevkg_core.rerank import FoldModels, apply_fold_models, decide, feature_frame, links_frame, with_ranks
+    from meddevkg_core.text_adapter import Vectors
     from meddevkg_dagster.assets.sources import ontology_from_table
 
     corpus, model = resources["corpus"], resources["embedding_model"]
@@ -51,8 +52,10 @@ def _core_device_links(tables: dict[str, pl.DataFrame], resources: dict[str, Any
     pool = generate_candidates(inputs, config.candidates)
     ce = resources["cross_encoder"]
     scores = score_candidate_pairs(pool, devices, patents, ce.scorer(), ce.config().max_chars, ce.config().batch_size)
-    scored = apply_fold_models(feature_frame(pool, scores), FoldModels.from_frame(tables["reranker_model"]))
-    return links_frame(decide(scored, config.rerank)).height
+    models = FoldModels.from_frame(tables["reranker_model"])
+    scored = decide(apply_fold_models(feature_frame(pool, scores), models), config.rerank)
+    ranked = with_ranks(scored, models, Vectors.of(vectors, tables["patent_embeddings"]), config.rerank)
+    return links_frame(ranked).height
 
 
 PATENT_TABLES = {"patents": "pat_id", "patent_embeddings": "doc_id", "patent_entities": "doc_id"}

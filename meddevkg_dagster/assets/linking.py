@@ -10,7 +10,10 @@ from meddevkg_core.config import PipelineConfig
 from meddevkg_core.cross_encoder import score_candidate_pairs
 from meddevkg_core.pipeline import stage2_inputs
 from meddevkg_core.training_pairs import training_pairs as build_training_pairs
-from meddevkg_core.rerank import FoldModels, apply_fold_models, decide, feature_frame, fit_fold_models, links_frame
+from meddevkg_core.rerank import (
+    FoldModels, apply_fold_models, decide, feature_frame, fit_fold_models, links_frame, with_ranks,
+)
+from meddevkg_core.text_adapter import Vectors
 from meddevkg_dagster.assets.sources import ontology_from_table
 from meddevkg_dagster.lib import log_progress, partition_keys, stopwatch, stored_table, table_metadata
 from meddevkg_dagster.partitions import DEVICE_BACKFILL, all_patent_years, pma_devices
@@ -113,31 +116,38 @@ def training_pairs(corpus: CorpusResource, pipeline_config: PipelineConfigResour
         seconds=t["seconds"]))
 
 
-@dg.asset(group_name="rerank", pool=DUCKDB_POOL, kinds={"xgboost", "duckdb"})
+@dg.asset(group_name="rerank", pool=DUCKDB_POOL, kinds={"xgboost", "pytorch", "duckdb"},
+          ins=all_patent_years("patent_embeddings"))
 def reranker_model(context: dg.AssetExecutionContext, pipeline_config: PipelineConfigResource,
-                   training_pairs: pl.DataFrame, gold_links: pl.DataFrame) -> dg.Output[pl.DataFrame]:
-    """The XGBoost reranker: a full model plus device-grouped fold models for honest scores."""
+                   training_pairs: pl.DataFrame, gold_links: pl.DataFrame, device_embeddings: pl.DataFrame,
+                   patent_embeddings: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+    """The XGBoost reranker and the text adapters: a full model plus device-grouped fold models."""
     cfg = pipeline_config.config().rerank
     with stopwatch() as t:
-        models = fit_fold_models(training_pairs, gold_links, cfg)
+        models = fit_fold_models(training_pairs, gold_links, cfg, Vectors.of(device_embeddings, patent_embeddings))
     out = models.to_frame()
     context.log.info(f"trained {len(models.folds)} fold models and the full model in {t['seconds']}s")
     return dg.Output(out, metadata=table_metadata(
         out, threshold=round(models.full.threshold, 4), train_pairs=models.full.n_train_pairs,
         train_devices=models.full.n_train_devices, folds=len(models.folds),
-        has_ai_score=models.full.has_ai_score, seconds=t["seconds"]))
+        has_ai_score=models.full.has_ai_score, text_adapter=models.full_adapter is not None,
+        seconds=t["seconds"]))
 
 
 @dg.asset(group_name="rerank", pool=DUCKDB_POOL, kinds={"xgboost", "duckdb"},
-          metadata=_by_device(schemas.LINKS), **DEVICE_PARTITIONED)
+          ins=all_patent_years("patent_embeddings"), metadata=_by_device(schemas.LINKS), **DEVICE_PARTITIONED)
 def reranked_links(context: dg.AssetExecutionContext, pipeline_config: PipelineConfigResource,
                    candidate_pool: pl.DataFrame, cross_encoder_scores: pl.DataFrame,
-                   reranker_model: pl.DataFrame) -> dg.Output[pl.DataFrame]:
-    """Final links: probability (out-of-fold for gold devices), decision, immunity and evidence."""
+                   reranker_model: pl.DataFrame, device_embeddings: pl.DataFrame,
+                   patent_embeddings: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+    """Final links: probability (out-of-fold for gold devices), decision, immunity, evidence and each
+    pair's rank within its device."""
     cfg = pipeline_config.config().rerank
-    scored = apply_fold_models(feature_frame(candidate_pool, cross_encoder_scores), FoldModels.from_frame(reranker_model))
-    out = links_frame(decide(scored, cfg))
+    models = FoldModels.from_frame(reranker_model)
+    scored = decide(apply_fold_models(feature_frame(candidate_pool, cross_encoder_scores), models), cfg)
+    out = links_frame(with_ranks(scored, models, Vectors.of(device_embeddings, patent_embeddings), cfg))
     kept = out.filter(pl.col("decision"))
     return dg.Output(out, metadata=table_metadata(
         out, links_kept=kept.height, immune=int(out["immune"].sum()),
-        noise_reduction=round(1 - kept.height / out.height, 4) if out.height else None))
+        noise_reduction=round(1 - kept.height / out.height, 4) if out.height else None,
+        text_adapter=models.full_adapter is not None))

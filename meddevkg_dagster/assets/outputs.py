@@ -14,7 +14,7 @@ from meddevkg_core.evaluation import evaluate_links
 from meddevkg_core.graph import build_graph, dangling_edges
 from meddevkg_core.pipeline import stage2_inputs
 from meddevkg_core.plots import plot_rank_distribution, plot_recall_volume
-from meddevkg_core.ranking import PipelineScorer
+from meddevkg_core.ranking import pipeline_runs
 from meddevkg_core.rerank import FoldModels
 from meddevkg_dagster.assets.sources import ontology_from_table
 from meddevkg_dagster.lib import evaluation_metadata, table_metadata
@@ -74,12 +74,12 @@ def link_evaluation(context: dg.AssetExecutionContext, corpus: CorpusResource,
         inputs = stage2_inputs(device_embeddings, patent_embeddings, device_entities, patent_entities, matches,
                                ontology_from_table(meddevonto), config, pma_documents, patents)
         ids, pids = inputs.device_ids, inputs.patent_ids
-        scorers = {"pipeline": PipelineScorer(inputs, FoldModels.from_frame(reranker_model), cross_encoder_scores,
-                                              config),
-                   "sbert_cosine": CosineScorer.of(embedding_matrix(device_embeddings)[1],
-                                                   embedding_matrix(patent_embeddings)[1]),
-                   "company_only": CompanyScorer.from_matches(matches, ids, pids)}
-        runs = {name: run_scorer(s, ids, pids, gold_links) for name, s in scorers.items()}
+        baselines = {"sbert_cosine": CosineScorer.of(embedding_matrix(device_embeddings)[1],
+                                                     embedding_matrix(patent_embeddings)[1]),
+                     "company_only": CompanyScorer.from_matches(matches, ids, pids)}
+        runs = {**pipeline_runs(inputs, FoldModels.from_frame(reranker_model), cross_encoder_scores, config,
+                                gold_links),
+                **{name: run_scorer(s, ids, pids, gold_links) for name, s in baselines.items()}}
         plots = home_dir() / "plots"
         plots.mkdir(parents=True, exist_ok=True)
         curve_png = plot_recall_volume({k: r.curve for k, r in runs.items()}, plots / "recall_volume.png")

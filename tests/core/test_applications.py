@@ -52,6 +52,13 @@ def test_recall_of_a_device_lists_its_patents_and_the_devices_sharing_them_ranke
     assert shared["trade_name"].to_list() == ["Two", "Three"]
 
 
+def test_a_devices_patents_follow_their_rank_when_the_links_have_one():
+    ranked = LINKS.with_columns(pl.Series("rank", [3, 1, 2, 1, 2, 2, 1, 1, 4], pl.Int32))
+    cause = recall_root_cause(ranked, fda_id="P100001", devices=DEVICES, patents=PATENTS)
+    assert cause.patents["pat_id"].to_list() == ["B", "C", "A"]  # the text adapter's order, not the probability's
+    assert cause.patents["rank"].to_list() == [1, 2, 3]
+
+
 def test_recall_record_is_traced_through_its_pma_numbers_and_unknown_ones_are_reported():
     record = {"product_res_number": "Z-0001-2020", "pma_numbers": ["P100003/S012", "P999999"],
               "root_cause_description": "Device Design", "openfda": {"pma_number": ["P100001"]}}

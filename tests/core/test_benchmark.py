@@ -72,10 +72,30 @@ def test_a_devices_own_gold_does_not_move_its_reported_figures(models, demo_run,
     relabeled = pl.concat([corpus.gold_links.filter(pl.col("fda_id") != target),
                            pl.DataFrame({"fda_id": [target] * own.height, "pat_id": others})])
     run_benchmark(replace(corpus, gold_links=relabeled), models, CONFIG, tmp_path, progress=lambda _: None)
-    for name, value in (("links.parquet", "probability"), ("rankings.parquet", "score")):
+    outputs = (("links.parquet", ["probability", "rank", "text_sim"]), ("rankings.parquet", ["score", "rank"]))
+    for name, values in outputs:
         before = pl.read_parquet(out / name).filter(pl.col("fda_id") == target).sort("pat_id")
         after = pl.read_parquet(tmp_path / name).filter(pl.col("fda_id") == target).sort("pat_id")
-        assert before.select("pat_id", value).equals(after.select("pat_id", value)), name
+        assert before.select("pat_id", *values).equals(after.select("pat_id", *values)), name
+    assert before["rank"].sort().to_list() == list(range(1, before.height + 1))
+
+
+def test_the_text_adapter_orders_each_devices_top_pairs(demo_run):
+    result, out = demo_run
+    links = pl.read_parquet(out / "links.parquet")
+    assert result.main.models.full_adapter is not None and all(result.main.models.fold_adapters)
+    top_k = CONFIG.rerank.text_adapter.top_k
+    per_device = links.group_by("fda_id").agg(pl.col("rank").sort(), pl.col("text_sim").is_not_null().sum(),
+                                               pl.len())
+    assert all(r == list(range(1, len(r) + 1)) for r in per_device["rank"].to_list())
+    assert (per_device["text_sim"] == per_device["len"].clip(upper_bound=top_k)).all()
+    # below the top k, the order is the probability's
+    below = links.filter(pl.col("rank") > top_k).sort("fda_id", "rank")
+    assert below.group_by("fda_id").agg((pl.col("probability").diff() <= 0).all())["probability"].all()
+    report = json.loads((out / "report.json").read_text())
+    assert "pipeline_probability_order" in report["ranking"]
+    for figure in ("share@R90", "share@R95"):  # a global cut-off: read off the probabilities
+        assert report["ranking"]["pipeline"][figure] == report["ranking"]["pipeline_probability_order"][figure]
 
 
 @pytest.mark.parametrize("text,category", [
