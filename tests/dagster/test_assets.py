@@ -25,6 +25,9 @@ def test_full_graph_materialises_with_checks_and_metadata(harness):
 
     pool, links = harness.table("candidate_pool"), harness.table("reranked_links")
     assert pool.height > 0 and links.height == pool.height
+    ranks = links.group_by("fda_id").agg(pl.col("rank").sort())["rank"].to_list()
+    assert all(r == list(range(1, len(r) + 1)) for r in ranks)  # each device's final order
+    assert links["text_sim"].is_not_null().any()  # the text adapters trained on the demo gold ordered the top pairs
     assert sorted(pool["fda_id"].unique()) == sorted(set(pool["fda_id"]) & set(keys))
     assert harness.table("rejected_records").height == 3  # the demo's deliberately malformed rows
     ev = harness.table("link_evaluation").row(0, named=True)
@@ -47,6 +50,7 @@ def test_full_graph_materialises_with_checks_and_metadata(harness):
     mats = {m.asset_key.to_user_string(): m.metadata for m in result.get_asset_materialization_events()
             and [e.event_specific_data.materialization for e in result.get_asset_materialization_events()]}
     assert "pool_recall" in mats["link_evaluation"]
+    assert mats["reranker_model"]["text_adapter"].value is True
     assert "not configured" in mats["cross_encoder_scores"]["cross_encoder"].value or \
         "none configured" in mats["cross_encoder_scores"]["cross_encoder"].value
 
