@@ -127,6 +127,12 @@ class RerankConfig(BaseModel, frozen=True):
     subsample: float = 0.8
     colsample_bytree: float = 0.8
     seed: int = 42
+    bagging: int = Field(
+        default=3, ge=1,
+        description="Classifiers per model, each on its own negative sample and trees (seeds seed, seed+1000, "
+        "...); the probability is their mean. 3 since issue 6: over seeds 42/7/123 the link set kept 1.47% of "
+        "pairs instead of 1.79% (recall 95.2% vs 95.3%), FPR at 90% recall 11.8% vs 12.4%, MRR 0.630 vs 0.620.",
+    )
     negatives_per_positive: int = Field(
         default=10,
         description="Pool negatives sampled per positive for training (0 = every pool negative). 10 since "

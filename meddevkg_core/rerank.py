@@ -111,14 +111,20 @@ class RerankerModel:
     n_train_devices: int
     has_ai_score: bool
     features: tuple[str, ...] = FEATURES
+    bagged_json: tuple[str, ...] = ()
+    """The other members of a bag (RerankConfig.bagging); the probability is the members' mean."""
 
     def predict(self, features: pl.DataFrame) -> np.ndarray:
         if features.height == 0:
             return np.zeros(0, np.float32)
-        booster = xgb.Booster()
-        booster.load_model(bytearray(self.booster_json, "utf-8"))
-        booster.set_param({"nthread": _threads(features.height)})
-        return booster.inplace_predict(matrix(features, self.features)).astype(np.float32)
+        x = matrix(features, self.features)
+        out = np.zeros(features.height, np.float64)
+        for text in (self.booster_json, *self.bagged_json):
+            booster = xgb.Booster()
+            booster.load_model(bytearray(text, "utf-8"))
+            booster.set_param({"nthread": _threads(features.height)})
+            out += booster.inplace_predict(x)
+        return (out / (1 + len(self.bagged_json))).astype(np.float32)
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__)
@@ -127,6 +133,7 @@ class RerankerModel:
     def from_json(text: str) -> RerankerModel:
         data = json.loads(text)
         data["features"] = tuple(data.get("features", FEATURES))
+        data["bagged_json"] = tuple(data.get("bagged_json", ()))
         return RerankerModel(**data)
 
 
@@ -146,6 +153,22 @@ def _fit(train: pl.DataFrame, cfg: RerankConfig) -> xgb.XGBClassifier:
     return model
 
 
+def bag(cfg: RerankConfig) -> list[RerankConfig]:
+    """One configuration per member of the bag: each draws its own negative sample and trees."""
+    return [cfg.model_copy(update={"seed": cfg.seed + 1000 * i}) for i in range(cfg.bagging)]
+
+
+def _bagged_proba(labeled: pl.DataFrame, cfg: RerankConfig, x: np.ndarray) -> np.ndarray | None:
+    """Mean probability over the bag's members trained on `labeled`; None if a sample lacks a class."""
+    out = np.zeros(len(x), np.float64)
+    for member in bag(cfg):
+        train = training_sample(labeled, member)
+        if train["label"].n_unique() < 2:
+            return None
+        out += _fit(train, member).predict_proba(x)[:, 1]
+    return out / cfg.bagging
+
+
 def oof_probabilities(labeled: pl.DataFrame, cfg: RerankConfig, folds: int) -> np.ndarray:
     """Out-of-fold probabilities for labelled pool pairs, folds grouped by device."""
     prob = np.full(labeled.height, np.nan, np.float32)
@@ -154,10 +177,9 @@ def oof_probabilities(labeled: pl.DataFrame, cfg: RerankConfig, folds: int) -> n
     if n_splits < 2:
         return prob
     for train_idx, test_idx in GroupKFold(n_splits=n_splits).split(np.zeros(len(groups)), groups=groups):
-        train = training_sample(labeled[train_idx], cfg)
-        if train["label"].n_unique() < 2:
-            continue
-        prob[test_idx] = _fit(train, cfg).predict_proba(matrix(labeled[test_idx], feature_names(cfg)))[:, 1]
+        scores = _bagged_proba(labeled[train_idx], cfg, matrix(labeled[test_idx], feature_names(cfg)))
+        if scores is not None:
+            prob[test_idx] = scores
     return prob
 
 
@@ -178,12 +200,14 @@ def train_reranker(labeled: pl.DataFrame, cfg: RerankConfig, inner_folds: int | 
         oof = oof_probabilities(labeled, cfg, inner_folds or cfg.folds)
         in_pool = labeled["in_pool"].to_numpy() if "in_pool" in labeled.columns else np.ones(len(oof), bool)
         threshold = recall_threshold(oof[in_pool], labeled["label"].to_numpy()[in_pool], cfg.target_recall)
-    train = training_sample(labeled, cfg)
-    model = _fit(train, cfg)
+    samples = [(training_sample(labeled, member), member) for member in bag(cfg)]
+    boosters = [_fit(train, member).get_booster().save_raw("json").decode("utf-8") for train, member in samples]
+    train = samples[0][0]
     return RerankerModel(
-        booster_json=model.get_booster().save_raw("json").decode("utf-8"), threshold=threshold,
+        booster_json=boosters[0], threshold=threshold,
         n_train_pairs=train.height, n_train_devices=train["fda_id"].n_unique(),
         has_ai_score=bool(labeled["ai_score"].is_not_null().any()), features=feature_names(cfg),
+        bagged_json=tuple(boosters[1:]),
     )
 
 

@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 import numpy as np
 import polars as pl
 import pytest
@@ -71,6 +73,21 @@ def test_recall_threshold_keeps_the_target_share_of_positives():
     labels = np.array([1, 1, 1, 1, 0])
     assert recall_threshold(prob, labels, 0.75) == pytest.approx(0.7)
     assert recall_threshold(prob, labels, 1.0) == pytest.approx(0.6)
+
+
+def test_a_bag_averages_members_trained_on_their_own_samples():
+    pool, gold = synthetic_pool()
+    labeled = label_pairs(feature_frame(pool, None), gold)
+    single = rerank.train_reranker(labeled, CFG)
+    bagged = rerank.train_reranker(labeled, CFG.model_copy(update={"bagging": 3}))
+    assert single.bagged_json == () and len(bagged.bagged_json) == 2
+    assert bagged.booster_json == single.booster_json  # the first member is the unbagged model
+    members = [replace(bagged, booster_json=b, bagged_json=()) for b in (bagged.booster_json, *bagged.bagged_json)]
+    rows = feature_frame(pool, None)
+    expected = np.mean([m.predict(rows) for m in members], axis=0)
+    assert np.allclose(bagged.predict(rows), expected, atol=1e-6)
+    assert len({m.predict(rows).tobytes() for m in members}) == 3  # different samples, different trees
+    assert rerank.RerankerModel.from_json(bagged.to_json()) == bagged
 
 
 def test_gold_devices_are_scored_out_of_fold_and_others_by_the_full_model():
