@@ -244,8 +244,7 @@ class FoldModels:
                  for i, (devices, m) in enumerate(self.folds)]
         for row, adapter in zip(rows, adapters, strict=True):
             row["text_adapter"] = adapter.to_bytes() if adapter is not None else None
-        return pl.DataFrame(rows, schema={"model": pl.String, "held_out_devices": pl.List(pl.String),
-                                          "model_json": pl.String, "text_adapter": pl.Binary})
+        return pl.DataFrame(rows, schema=schemas.RERANKER_MODELS)
 
     @staticmethod
     def from_frame(df: pl.DataFrame) -> FoldModels:

@@ -180,6 +180,17 @@ pair's place among its device's pairs (1 = first; text_adapter), `text_sim` the 
 similarity that placed it (null below the device's top pairs)."""
 
 
+RERANKER_MODELS = pl.Schema(
+    {
+        "model": pl.String,
+        "held_out_devices": pl.List(pl.String),
+        "model_json": pl.String,
+        "text_adapter": pl.Binary,
+    }
+)
+"""The stored reranker (rerank.FoldModels): the full model and one per fold, each with its text adapter."""
+
+
 def fingerprint() -> str:
     """A short hash of every declared schema: stores written under another one must be rebuilt."""
     import hashlib

@@ -78,7 +78,7 @@ def test_recall_threshold_keeps_the_target_share_of_positives():
 def test_a_bag_averages_members_trained_on_their_own_samples():
     pool, gold = synthetic_pool()
     labeled = label_pairs(feature_frame(pool, None), gold)
-    single = rerank.train_reranker(labeled, CFG)
+    single = rerank.train_reranker(labeled, CFG.model_copy(update={"bagging": 1}))
     bagged = rerank.train_reranker(labeled, CFG.model_copy(update={"bagging": 3}))
     assert single.bagged_json == () and len(bagged.bagged_json) == 2
     assert bagged.booster_json == single.booster_json  # the first member is the unbagged model
