@@ -88,10 +88,6 @@ def rerank(candidates: pl.DataFrame, ce_scores: pl.DataFrame | None, gold: pl.Da
     return links_frame(with_ranks(scored, models, vectors, config.rerank)), models
 
 
-def vectors_of(inputs: Stage2Inputs) -> Vectors:
-    return Vectors(inputs.device_ids, inputs.device_vectors, inputs.patent_ids, inputs.patent_vectors)
-
-
 class Timer:
     """Times named stages and reports progress (to the CLI, a Dagster log, or nowhere)."""
 
@@ -162,7 +158,7 @@ def link(prepared: PreparedCorpus, models: Models, config: PipelineConfig, timer
                models.cross_encoder, config.cross_encoder.max_chars, config.cross_encoder.batch_size)
     training = timer("training_pairs", training_pairs, inputs, pool, ce, corpus.gold_links, config)
     links, fold_models = timer("reranked_links", rerank, pool, ce, corpus.gold_links, config, training=training,
-                               vectors=vectors_of(inputs))
+                               vectors=Vectors.of_inputs(inputs))
     return LinkRun(inputs, pool, ce, links, fold_models)
 
 

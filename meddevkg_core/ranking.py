@@ -28,8 +28,7 @@ class PipelineScorer:
     def __init__(self, inputs: Stage2Inputs, models: FoldModels, ce_scores: pl.DataFrame | None,
                  config: PipelineConfig, fused: bool = False):
         self._inputs, self._models, self._ce, self._config = inputs, models, ce_scores, config
-        self._vectors = (Vectors(inputs.device_ids, inputs.device_vectors, inputs.patent_ids, inputs.patent_vectors)
-                         if fused and config.rerank.text_adapter.enabled else None)
+        self._vectors = Vectors.of_inputs(inputs) if fused and config.rerank.text_adapter.enabled else None
         self._patent_ids = np.asarray(inputs.patent_ids, dtype=object)
 
     @property

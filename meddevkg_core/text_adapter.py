@@ -24,12 +24,16 @@ from __future__ import annotations
 import io
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
 
 from meddevkg_core.config import TextAdapterConfig
 from meddevkg_core.embeddings import embedding_matrix, l2_normalise
+
+if TYPE_CHECKING:
+    from meddevkg_core.candidates import Stage2Inputs
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,11 @@ class Vectors:
         device_ids, device_vectors = embedding_matrix(device_embeddings)
         patent_ids, patent_vectors = embedding_matrix(patent_embeddings)
         return Vectors(device_ids, device_vectors, patent_ids, patent_vectors)
+
+    @staticmethod
+    def of_inputs(inputs: Stage2Inputs) -> Vectors:
+        """The vectors Stage 2 scored with."""
+        return Vectors(inputs.device_ids, inputs.device_vectors, inputs.patent_ids, inputs.patent_vectors)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_device_row", {d: i for i, d in enumerate(self.device_ids)})
