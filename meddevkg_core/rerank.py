@@ -10,7 +10,8 @@ device (device-grouped folds), and every cut-off is chosen on training devices o
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from functools import cached_property
 
 import numpy as np
 import polars as pl
@@ -114,20 +115,28 @@ class RerankerModel:
     bagged_json: tuple[str, ...] = ()
     """The other members of a bag (RerankConfig.bagging); the probability is the members' mean."""
 
+    @cached_property
+    def _boosters(self) -> tuple[xgb.Booster, ...]:
+        """Parsed once per model: the benchmark's ranking predicts device by device."""
+        boosters = []
+        for text in (self.booster_json, *self.bagged_json):
+            booster = xgb.Booster()
+            booster.load_model(bytearray(text, "utf-8"))
+            boosters.append(booster)
+        return tuple(boosters)
+
     def predict(self, features: pl.DataFrame) -> np.ndarray:
         if features.height == 0:
             return np.zeros(0, np.float32)
         x = matrix(features, self.features)
         out = np.zeros(features.height, np.float64)
-        for text in (self.booster_json, *self.bagged_json):
-            booster = xgb.Booster()
-            booster.load_model(bytearray(text, "utf-8"))
+        for booster in self._boosters:
             booster.set_param({"nthread": _threads(features.height)})
             out += booster.inplace_predict(x)
-        return (out / (1 + len(self.bagged_json))).astype(np.float32)
+        return (out / len(self._boosters)).astype(np.float32)
 
     def to_json(self) -> str:
-        return json.dumps(self.__dict__)
+        return json.dumps({f.name: getattr(self, f.name) for f in fields(self)})
 
     @staticmethod
     def from_json(text: str) -> RerankerModel:
