@@ -11,7 +11,7 @@ without holding the full matrix.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Protocol, runtime_checkable
@@ -237,21 +237,36 @@ def run_scorer(scorer: Scorer, device_ids: Sequence[str], patent_ids: Sequence[s
                k: int = 500, block: int = 64, points: int = 200, ks: tuple[int, ...] = (10, 50, 100, 500)
                ) -> ScorerRun:
     """Top-k, exact gold ranks, metrics and the recall-volume curve from ONE pass over all pairs."""
+    return run_scorer_reordered(scorer, None, device_ids, patent_ids, gold, k, block, points, ks)[0]
+
+
+def run_scorer_reordered(scorer: Scorer, reorder: Callable[[list[str], np.ndarray], np.ndarray] | None,
+                         device_ids: Sequence[str], patent_ids: Sequence[str], gold: pl.DataFrame,
+                         k: int = 500, block: int = 64, points: int = 200,
+                         ks: tuple[int, ...] = (10, 50, 100, 500)) -> tuple[ScorerRun, ScorerRun | None]:
+    """`run_scorer`, and with `reorder` (device ids, block scores) -> block scores, a second run from
+    the same pass: each device's reordered top-k, gold ranks and metrics, with the first run's curve
+    (a per-device order says nothing about a cut-off across devices)."""
     _check_patents(scorer, patent_ids)
     order = _PatentOrder.of(patent_ids)
-    ranker = _GoldRanker.of(gold, device_ids, patent_ids, order)
-    frames: list[pl.DataFrame] = []
+    rankers = [_GoldRanker.of(gold, device_ids, patent_ids, order) for _ in range(1 if reorder is None else 2)]
+    frames: list[list[pl.DataFrame]] = [[] for _ in rankers]
 
     def blocks() -> Iterator[tuple[list[str], np.ndarray]]:
         for ids, m in all_pair_scores_iter(scorer, device_ids, block):
-            frames.append(order.top_k_frame(ids, m, k))
-            ranker.update(ids, m)
+            views = [m] if reorder is None else [m, np.asarray(reorder(ids, m))]
+            for view, ranker, tops in zip(views, rankers, frames, strict=True):
+                tops.append(order.top_k_frame(ids, view, k))
+                ranker.update(ids, view)
             yield ids, m
 
     curve = recall_volume_curve(blocks(), gold, device_ids, patent_ids, points=points)
-    ranks = ranker.frame()
-    top = pl.concat(frames) if frames else pl.DataFrame(schema=TOP_K)
-    return ScorerRun(top=top, gold_ranks=ranks, curve=curve, metrics=rank_metrics(ranks, ks))
+    runs = []
+    for ranker, tops in zip(rankers, frames, strict=True):
+        ranks = ranker.frame()
+        top = pl.concat(tops) if tops else pl.DataFrame(schema=TOP_K)
+        runs.append(ScorerRun(top=top, gold_ranks=ranks, curve=curve, metrics=rank_metrics(ranks, ks)))
+    return runs[0], (runs[1] if reorder is not None else None)
 
 
 def rank_metrics(ranks: pl.DataFrame, ks: tuple[int, ...] = (10, 50, 100, 500)) -> dict[str, float]:

@@ -3,19 +3,19 @@
 Pool pairs get exactly the probability their link row has; pairs outside the pool get the same
 model applied to their Stage-2 components (no cross-encoder score: a missing feature), so every
 device has a ranking over the whole corpus. Gold devices are scored by the fold model that never
-saw them. `fused=True` orders each device's top pairs as the links' `rank` does (text_adapter): the
-score is then a per-device order, not a probability comparable across devices.
+saw them. `fuse` orders each device's top pairs as the links' `rank` does (text_adapter): its
+scores are a per-device order, not probabilities comparable across devices.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
+from functools import cached_property
 
 import numpy as np
 import polars as pl
 
-from meddevkg_core.baselines import ScorerRun, run_scorer
+from meddevkg_core.baselines import ScorerRun, run_scorer_reordered
 from meddevkg_core.candidates import Stage2Inputs, admission, block_frame, score_blocks
 from meddevkg_core.config import PipelineConfig
 from meddevkg_core.rerank import FoldModels, feature_frame
@@ -26,10 +26,8 @@ class PipelineScorer:
     """A `baselines.Scorer` over the pipeline's out-of-fold probabilities."""
 
     def __init__(self, inputs: Stage2Inputs, models: FoldModels, ce_scores: pl.DataFrame | None,
-                 config: PipelineConfig, fused: bool = False):
+                 config: PipelineConfig):
         self._inputs, self._models, self._ce, self._config = inputs, models, ce_scores, config
-        self._vectors = Vectors.of_inputs(inputs) if fused and config.rerank.text_adapter.enabled else None
-        self._patent_ids = np.asarray(inputs.patent_ids, dtype=object)
 
     @property
     def n_patents(self) -> int:
@@ -51,12 +49,21 @@ class PipelineScorer:
                 prob[mask] = model.predict(frame.filter(pl.Series(mask)))
             rows = np.fromiter((row_of[d] for d in scores.device_ids), np.int64)
             out[np.repeat(rows, len(self._inputs.patent_ids)), c] = prob
-        if self._vectors is not None:
-            for i, device in enumerate(ids):
-                adapter = self._models.adapter_for(device)
-                if adapter is not None and self._vectors.has_device(device):
-                    similarity = similarity_of(adapter, self._vectors, device, self._patent_ids)
-                    out[i] = fused_scores(out[i], similarity, self._config.rerank.text_adapter)[0]
+        return out
+
+    @cached_property
+    def _vectors(self) -> Vectors:
+        return Vectors.of_inputs(self._inputs)
+
+    def fuse(self, device_ids: list[str], probabilities: np.ndarray) -> np.ndarray:
+        """A block of `score_block` with each device's top pairs in their final order (text_adapter)."""
+        vectors, cfg = self._vectors, self._config.rerank.text_adapter
+        patent_ids = np.asarray(self._inputs.patent_ids, dtype=object)
+        out = probabilities.copy()
+        for i, device in enumerate(device_ids):
+            adapter = self._models.adapter_for(device)
+            if adapter is not None and vectors.has_device(device):
+                out[i] = fused_scores(out[i], similarity_of(adapter, vectors, device, patent_ids), cfg)[0]
         return out
 
 
@@ -69,10 +76,9 @@ def pipeline_runs(inputs: Stage2Inputs, models: FoldModels, ce_scores: pl.DataFr
     the probability order's: the share of all pairs a global cut-off keeps needs scores that are
     comparable across devices.
     """
-    device_ids, patent_ids = inputs.device_ids, inputs.patent_ids
-    by_probability = run_scorer(PipelineScorer(inputs, models, ce_scores, config), device_ids, patent_ids, gold)
-    if models.full_adapter is None or not config.rerank.text_adapter.enabled:
+    scorer = PipelineScorer(inputs, models, ce_scores, config)
+    fuse = scorer.fuse if models.full_adapter is not None and config.rerank.text_adapter.enabled else None
+    by_probability, fused = run_scorer_reordered(scorer, fuse, inputs.device_ids, inputs.patent_ids, gold)
+    if fused is None:
         return {"pipeline": by_probability}
-    fused = run_scorer(PipelineScorer(inputs, models, ce_scores, config, fused=True), device_ids, patent_ids, gold)
-    return {"pipeline": dataclasses.replace(fused, curve=by_probability.curve),
-            "pipeline_probability_order": by_probability}
+    return {"pipeline": fused, "pipeline_probability_order": by_probability}
