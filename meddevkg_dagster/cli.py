@@ -195,12 +195,13 @@ def _benchmark(args: argparse.Namespace) -> int:
 def _pairs_cv(args: argparse.Namespace) -> int:
     import json
 
-    from meddevkg_core.pair_cv import main_pairs_cv
+    from meddevkg_core.pair_cv import headline, main_pairs_cv
 
     report = main_pairs_cv(args.pairs, args.out, args.cross_encoder, args.device, args.hashing,
                            folds=args.folds, seed=args.seed)
     print(json.dumps(report, indent=2, default=str))
     print(f"wrote {args.out}: pair_scores.parquet, report.json")
+    print(json.dumps(headline(report)))
     return 0
 
 

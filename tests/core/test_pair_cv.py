@@ -153,7 +153,7 @@ def test_changing_one_devices_labels_never_changes_its_scores(pairs: pl.DataFram
         pl.when(pl.col("fda_id") == "P003").then(1 - pl.col("label")).otherwise(pl.col("label")).alias("label"))
     other = pair_cv.run_pairs_cv(flipped, HashingEncoder(), None, None, folds=4, seed=3)
     score_cols = [c for c in result.pair_scores.columns if c not in ("fda_id", "pat_id", "label", "fold")]
-    assert "score" in score_cols and "learned_logistic" in score_cols
+    assert "score" in score_cols and "learned_xgboost" in score_cols
     mine = pl.col("fda_id") == "P003"
     before, after = result.pair_scores.filter(mine), other.pair_scores.filter(mine)
     for col in score_cols:
@@ -199,7 +199,8 @@ def test_nested_threshold_comes_from_the_other_folds_only():
 def test_report_lists_every_scorer_with_labelled_metrics(result: pair_cv.PairCvResult, pairs: pl.DataFrame):
     r = result.report
     assert (r["n_pairs"], r["n_positives"], r["n_devices"], r["folds"]) == (pairs.height, 16, 8, 4)
-    assert {"tfidf_cosine", "sbert_cosine", "token_jaccard", "learned", "learned_logistic"} <= set(r["scorers"])
+    assert {"tfidf_cosine", "char_tfidf_cosine", "sbert_cosine", "token_jaccard", "learned",
+            "learned_xgboost", "learned_no_char_tfidf"} <= set(r["scorers"])
     assert "entity_score" not in r["scorers"]  # no spaCy pipeline given
     for m in r["scorers"].values():
         assert {"roc_auc", "pr_auc", "f1", "best_f1_optimistic", "within_device_roc_auc", "ms_per_pair"} <= set(m)
@@ -207,6 +208,29 @@ def test_report_lists_every_scorer_with_labelled_metrics(result: pair_cv.PairCvR
     assert "optimistic" in r["threshold"]
     assert r["scorers"]["learned"]["roc_auc"] == round(
         roc_auc_score(result.pair_scores["label"], result.pair_scores["score"]), 4)
+    # The headline model reads pair features only; the lengths variant adds one-sided ones.
+    assert not set(pair_cv.LENGTH_FEATURES) & set(r["scorers"]["learned"]["features"])
+    assert set(pair_cv.LENGTH_FEATURES) <= set(r["scorers"]["learned_with_lengths"]["features"])
+    assert set(pair_cv.CHAR_FEATURES) <= set(r["features"])
+    line = pair_cv.headline(r)
+    assert line["roc_auc"] == r["scorers"]["learned"]["roc_auc"] and line["splits"] == 1
+    assert line["roc_auc_mean"] == line["roc_auc"]
+
+
+def test_char_tfidf_sees_shared_word_parts_that_word_tfidf_misses():
+    idx = pair_cv.text_index(pl.DataFrame(
+        [("P1", "1", "Coronary stents.", "Stenting the coronary artery.", 1),
+         ("P1", "2", "Coronary stents.", "A valve leaflet.", 0),
+         ("P2", "3", "Heart valve.", "Valvular prosthesis leaflets.", 1),
+         ("P2", "4", "Heart valve.", "Pacing lead electrodes.", 0)], schema=pair_cv.PAIRS, orient="row"))
+    char = pair_cv.char_tfidf_features(idx)
+    word = pair_cv.tfidf_features(idx)
+    pair = {(d, p): i for i, (d, p) in enumerate(zip(idx.device_idx, idx.patent_idx, strict=True))}
+    heart, valvular = idx.device_texts.index("Heart valve."), idx.patent_texts.index("Valvular prosthesis leaflets.")
+    row = pair[(heart, valvular)]
+    assert word["tfidf_cosine"][row] == 0 < char["char_tfidf_cosine"][row]
+    assert set(char) == set(pair_cv.CHAR_FEATURES)
+    assert ((char["char_tfidf_device_pct"] >= 0) & (char["char_tfidf_device_pct"] <= 1)).all()
 
 
 def test_write_pairs_cv_contract(tmp_path: Path, result: pair_cv.PairCvResult):
@@ -274,6 +298,8 @@ def test_main_pairs_cv_writes_and_returns_the_report(tmp_path: Path, pairs: pl.D
     assert report["input"]["rows_valid"] == pairs.height and report["input"]["rows_quarantined"] == 0
     assert "entity_score" in report["scorers"] and report["models"]["cross_encoder"] is None
     assert report["repeated"]["learned"]["roc_auc_std"] >= 0
+    line = pair_cv.headline(report)
+    assert line["splits"] == 2 and line["roc_auc_mean"] == report["repeated"]["learned"]["roc_auc_mean"]
     assert "model_loading" in report["timings_s"]
     assert json.loads((tmp_path / "out" / "report.json").read_text())["scorers"].keys() == report["scorers"].keys()
 

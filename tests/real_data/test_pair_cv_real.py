@@ -48,9 +48,10 @@ def test_real_pairs_cv_floors(result: pair_cv.PairCvResult):
     s = result.report["scorers"]
     assert s["tfidf_cosine"]["roc_auc"] > 0.80
     assert s["entity_score"]["roc_auc"] > 0.70
-    assert s["learned"]["roc_auc"] > 0.78
-    assert s["learned_logistic"]["roc_auc"] > 0.815
-    assert s["learned_pair_only"]["within_device_roc_auc"] > s["tfidf_cosine"]["within_device_roc_auc"]
+    assert s["learned"]["roc_auc"] > 0.84
+    assert s["learned_xgboost"]["roc_auc"] > 0.78
+    assert s["learned"]["within_device_roc_auc"] > s["tfidf_cosine"]["within_device_roc_auc"]
+    assert s["learned"]["roc_auc"] > s["learned_no_char_tfidf"]["roc_auc"]
     # Nested F1 (a cut-off per outer fold, chosen on its training folds) can edge past the best single
     # pooled cut-off, since per-fold cut-offs are more flexible, but never by much: a larger gap would
     # mean the nested cut-offs saw their own test fold.
