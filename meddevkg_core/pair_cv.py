@@ -7,9 +7,9 @@ is chosen on training devices only (nested), and latency excludes model loading.
 
 Every feature is a function of the texts alone, except the year gap, which is read off the two
 ids (pair_features: a PMA/HDE number starts with its filing year, a US patent number gives its
-grant year). The word and character TF-IDF vocabularies and idf, and the "pool" percentiles, are fitted unsupervised on
-all distinct texts of the input: no label is used, so this is transductive but leak-free
-(deployment has the whole corpus to fit them on too).
+grant year). The word and character TF-IDF vocabularies and idf, and the "pool" percentiles, are
+fitted unsupervised on all distinct texts of the input: no label is used, so this is transductive
+but leak-free (deployment has the whole corpus to fit them on too).
 """
 
 from __future__ import annotations
