@@ -228,25 +228,31 @@ def _share_below(sim: np.ndarray, rows: np.ndarray, values: np.ndarray) -> np.nd
     return out
 
 
+def _similarity_features(sim: np.ndarray, idx: TextIndex, names: Sequence[str]) -> dict[str, np.ndarray]:
+    """`names` = (cosine, device percentile, patent percentile) of a device x patent similarity matrix."""
+    dev_pct, pat_pct = _pool_percentiles(sim, idx)
+    return dict(zip(names, (sim[idx.device_idx, idx.patent_idx], dev_pct, pat_pct), strict=True))
+
+
+def _tfidf_similarity(vec: TfidfVectorizer, idx: TextIndex) -> np.ndarray:
+    """Cosine of L2-normalised TF-IDF rows, the vectoriser fitted unsupervised on every distinct text."""
+    vec.fit(idx.device_texts + idx.patent_texts)
+    return (vec.transform(idx.device_texts) @ vec.transform(idx.patent_texts).T).toarray()
+
+
 def sbert_features(idx: TextIndex, encoder: Encoder) -> dict[str, np.ndarray]:
     """Bi-encoder cosine (unit vectors) and its pool percentiles."""
     dev = np.asarray(encoder.encode(idx.device_texts), np.float32)
     pat = np.asarray(encoder.encode(idx.patent_texts), np.float32)
-    sim = dev @ pat.T
-    dev_pct, pat_pct = _pool_percentiles(sim, idx)
-    return {"sbert_cosine": sim[idx.device_idx, idx.patent_idx], "sbert_device_pct": dev_pct,
-            "sbert_patent_pct": pat_pct}
+    return _similarity_features(dev @ pat.T, idx, ("sbert_cosine", "sbert_device_pct", "sbert_patent_pct"))
 
 
 def tfidf_features(idx: TextIndex) -> dict[str, np.ndarray]:
     """TF-IDF cosine, idf fitted unsupervised on every distinct text of both sides."""
     vec = TfidfVectorizer(lowercase=True, token_pattern=_TOKEN, stop_words="english", sublinear_tf=True,
                           ngram_range=(1, 2), min_df=1, dtype=np.float32)
-    vec.fit(idx.device_texts + idx.patent_texts)
-    sim = (vec.transform(idx.device_texts) @ vec.transform(idx.patent_texts).T).toarray()
-    dev_pct, pat_pct = _pool_percentiles(sim, idx)
-    return {"tfidf_cosine": sim[idx.device_idx, idx.patent_idx], "tfidf_device_pct": dev_pct,
-            "tfidf_patent_pct": pat_pct}
+    return _similarity_features(_tfidf_similarity(vec, idx), idx,
+                                ("tfidf_cosine", "tfidf_device_pct", "tfidf_patent_pct"))
 
 
 def char_tfidf_features(idx: TextIndex) -> dict[str, np.ndarray]:
@@ -257,10 +263,7 @@ def char_tfidf_features(idx: TextIndex) -> dict[str, np.ndarray]:
     Fitted unsupervised like the word model; an n-gram must occur in two texts to count."""
     vec = TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 5), lowercase=True, sublinear_tf=True, min_df=2,
                           dtype=np.float32)
-    vec.fit(idx.device_texts + idx.patent_texts)
-    sim = (vec.transform(idx.device_texts) @ vec.transform(idx.patent_texts).T).toarray()
-    dev_pct, pat_pct = _pool_percentiles(sim, idx)
-    return dict(zip(CHAR_FEATURES, (sim[idx.device_idx, idx.patent_idx], dev_pct, pat_pct), strict=True))
+    return _similarity_features(_tfidf_similarity(vec, idx), idx, CHAR_FEATURES)
 
 
 def content_tokens(text: str) -> frozenset[str]:

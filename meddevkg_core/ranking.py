@@ -55,10 +55,13 @@ class PipelineScorer:
     def _vectors(self) -> Vectors:
         return Vectors.of_inputs(self._inputs)
 
+    @cached_property
+    def _patent_ids(self) -> np.ndarray:
+        return np.asarray(self._inputs.patent_ids, dtype=object)
+
     def fuse(self, device_ids: list[str], probabilities: np.ndarray) -> np.ndarray:
         """A block of `score_block` with each device's top pairs in their final order (text_adapter)."""
-        vectors, cfg = self._vectors, self._config.rerank.text_adapter
-        patent_ids = np.asarray(self._inputs.patent_ids, dtype=object)
+        vectors, cfg, patent_ids = self._vectors, self._config.rerank.text_adapter, self._patent_ids
         out = probabilities.copy()
         for i, device in enumerate(device_ids):
             adapter = self._models.adapter_for(device)
