@@ -11,6 +11,7 @@ from functools import cache
 from pathlib import Path
 
 import dagster as dg
+from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
 from meddevkg_core.companies import CompanyResolver
@@ -25,6 +26,8 @@ GPU_TAG = {"meddevkg/gpu": "true"}
 """Steps that run a neural model carry this tag; the run queue limits them to one at a time."""
 DUCKDB_POOL = "duckdb"
 """Every asset writes through the DuckDB IO manager; DuckDB allows one writer, so one pool slot."""
+WAREHOUSE_SCHEMA = "meddevkg"
+"""The DuckDB schema the IO manager stores asset tables in (and the checks query)."""
 
 
 def home_dir() -> Path:
@@ -148,9 +151,10 @@ class PipelineConfigResource(dg.ConfigurableResource):
 
 def build_resources() -> dict[str, object]:
     home = home_dir()
+    database = env_or("MEDDEVKG_DUCKDB", str(home / "warehouse.duckdb"))
     return {
-        "io_manager": MeddevkgDuckDBIOManager(
-            database=env_or("MEDDEVKG_DUCKDB", str(home / "warehouse.duckdb")), schema="meddevkg"),
+        "io_manager": MeddevkgDuckDBIOManager(database=database, schema=WAREHOUSE_SCHEMA),
+        "warehouse": DuckDBResource(database=database),
         "corpus": CorpusResource(path=env_or("MEDDEVKG_CORPUS", str(demo_corpus_dir())),
                                  former_owners=former_owners_setting()),
         "embedding_model": EmbeddingModelResource(

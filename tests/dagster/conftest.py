@@ -7,6 +7,7 @@ from pathlib import Path
 import dagster as dg
 import duckdb
 import pytest
+from dagster_duckdb import DuckDBResource
 
 from meddevkg_core.corpus import read_corpus
 from meddevkg_core.demo import demo_corpus_dir
@@ -45,6 +46,7 @@ class Harness:
         self.instance = dg.DagsterInstance.ephemeral()
         self.resources = {
             "io_manager": MeddevkgDuckDBIOManager(database=str(self.db), schema="meddevkg"),
+            "warehouse": DuckDBResource(database=str(self.db)),
             "corpus": CorpusResource(path=str(corpus)),
             "embedding_model": EmbeddingModelResource(model_path="hashing", device="cpu",
                                                       cache_dir=str(root / "cache")),

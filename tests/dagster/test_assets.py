@@ -91,9 +91,15 @@ def test_backfilling_one_device_touches_only_its_partition(harness):
     device = keys[3]
     device_assets = dg.AssetSelection.assets("pma_documents", "pma_quarantine", "device_entities", "device_embeddings",
                                              "candidate_pool", "cross_encoder_scores", "reranked_links")
-    assert harness.materialize(selection=device_assets, partition_key=device).success
+    one = harness.materialize(selection=device_assets, partition_key=device)  # with the assets' checks
+    assert one.success
     after = harness.table("reranked_links")
     assert after.height == before.height
+    # The run's checks count the partition it wrote, not the whole table.
+    checks = {e.asset_check_key.name: e.metadata for e in one.get_asset_check_evaluations()}
+    assert checks["reranked_links_keys_unique"]["scope"].value == "1 partition(s)"
+    rows = after.filter(pl.col("fda_id") == device).height
+    assert checks["reranked_links_keys_unique"]["rows_checked"].value == rows
     assert after.filter(pl.col("fda_id") == device).sort("pat_id").equals(
         before.filter(pl.col("fda_id") == device).sort("pat_id"))
 
