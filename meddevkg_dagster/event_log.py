@@ -9,7 +9,8 @@ SQLite one loops over `store_event`. This class writes a batch like the Postgres
 insert into the run's database, one transaction on the index) and keeps the same rows, so every
 query the UI and the asset status cache make sees exactly what `store_event` would have written.
 It builds on Dagster's SQL storage helpers (pinned Dagster); tests/dagster/test_event_log.py
-compares a batched backfill with Dagster's own storage, query by query.
+compares a batched backfill with Dagster's own storage, query by query. A batch's events are
+serialised once per asset rather than once per partition (event_serialization), to the same text.
 
 Dagster's SQLite storage also opens a new connection for every read and write and closes it after.
 In WAL mode closing the last connection to a database checkpoints it (two fsyncs), so a run's few
@@ -37,6 +38,8 @@ from dagster._core.storage.event_log import SqliteEventLogStorage
 from dagster._core.storage.event_log.schema import SqlEventLogStorageTable
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME, SQLITE_BUSY_TIMEOUT_SECONDS
 from dagster._serdes import ConfigurableClassData
+
+from meddevkg_dagster.event_serialization import serialize_events
 
 BATCHED_TYPES = frozenset({
     DagsterEventType.ASSET_MATERIALIZATION, DagsterEventType.ASSET_OBSERVATION,
@@ -149,7 +152,7 @@ class BatchingSqliteEventLogStorage(SqliteEventLogStorage):
             if not _batchable(event):
                 self.store_event(event)
         events = batch
-        rows = [self._event_to_row(e) for e in events]  # serialised once for both databases
+        rows = [self._event_row(e, text) for e, text in zip(events, serialize_events(events), strict=True)]
         table = SqlEventLogStorageTable
         with self.run_connection(events[0].run_id) as conn:
             conn.execute(table.insert(), rows)
@@ -159,6 +162,14 @@ class BatchingSqliteEventLogStorage(SqliteEventLogStorage):
             self._store_asset_event_tags(conn, events, ids)
             for i in _last_of_each_kind(events):  # the asset row keeps only the latest of each kind
                 self._store_asset_event(conn, events[i], ids[i])
+
+
+    def _event_row(self, event: EventLogEntry, serialized: str) -> dict[str, Any]:
+        """Dagster's `_event_to_row` for an event already serialised (once, for both databases)."""
+        dagster_event = event.get_dagster_event()
+        return {"run_id": event.run_id, "event": serialized, "dagster_event_type": dagster_event.event_type_value,
+                "timestamp": self._event_insert_timestamp(event), "step_key": dagster_event.step_key,
+                "asset_key": dagster_event.asset_key.to_string(), "partition": dagster_event.partition or None}
 
 
 def _last_of_each_kind(events: Sequence[EventLogEntry]) -> list[int]:
