@@ -67,3 +67,25 @@ def test_a_short_key_list_is_shown_in_full():
     dims = [TablePartitionDimension(partition_expr="fda_id", partitions=KEYS[:10])]
     shown = CompactQueryDuckDbClient.get_select_statement(TableSlice(table="t", schema="s", partition_dimensions=dims))
     assert shown.count("'P0000") == 10 and "more" not in shown
+
+
+def test_reads_return_the_same_frame_as_dagsters_handler(tmp_path):
+    from types import SimpleNamespace
+
+    from dagster_duckdb_polars.duckdb_polars_type_handler import DuckDBPolarsTypeHandler
+
+    from meddevkg_dagster.io_manager import PartitionRangePolarsTypeHandler
+
+    with duckdb.connect(str(tmp_path / "t.duckdb")) as con:
+        con.execute("create schema s")
+        con.execute("create table s.t as select 'P' || (i % 7) as fda_id, i::float as sim, i % 3 = 0 as kept, "
+                    "case when i % 5 = 0 then null else 'why ' || i end as evidence, "
+                    "[i::float, 0.5]::float[] as embedding, date '2020-01-01' + i::int as day "
+                    "from range(2000) r(i)")
+        context = SimpleNamespace(asset_partition_keys=["P1", "P4"])
+        for dims, columns in (([], None), ([TablePartitionDimension("fda_id", ["P1", "P4"])], None),
+                              ([TablePartitionDimension("fda_id", ["P1", "P4"])], ["fda_id", "evidence"])):
+            table_slice = TableSlice(table="t", schema="s", partition_dimensions=dims, columns=columns)
+            ours = PartitionRangePolarsTypeHandler().load_input(context, table_slice, con)
+            dagsters = DuckDBPolarsTypeHandler().load_input(context, table_slice, con)
+            assert ours.height > 0 and ours.equals(dagsters) and ours.schema == dagsters.schema
