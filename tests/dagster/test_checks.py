@@ -15,12 +15,19 @@ def _run(name: str, db) -> dg.AssetCheckResult:
     return _check(name)(dg.build_asset_check_context(), warehouse=DuckDBResource(database=str(db)))
 
 
-def test_duplicate_and_null_keys_fail_the_check(tmp_path):
+def _warehouse(tmp_path, tables: dict[str, str]):
+    """A store with the given `meddevkg` tables, each from a VALUES query."""
     db = tmp_path / "w.duckdb"
     with duckdb.connect(str(db)) as con:
         con.execute("create schema meddevkg")
-        con.execute("create table meddevkg.candidate_pool as select * from (values "
-                    "('P1', 'A'), ('P1', 'B'), ('P1', 'B'), ('P2', null)) t(fda_id, pat_id)")
+        for name, query in tables.items():
+            con.execute(f"create table meddevkg.{name} as select * from {query}")
+    return db
+
+
+def test_duplicate_and_null_keys_fail_the_check(tmp_path):
+    db = _warehouse(tmp_path, {"candidate_pool": "(values ('P1', 'A'), ('P1', 'B'), ('P1', 'B'), ('P2', null)) "
+                                                  "t(fda_id, pat_id)"})
     result = _run("candidate_pool_keys_unique", db)
     assert not result.passed
     assert result.metadata["rows_checked"].value == 4 and result.metadata["scope"].value == "whole table"
@@ -28,13 +35,10 @@ def test_duplicate_and_null_keys_fail_the_check(tmp_path):
 
 
 def test_vectors_of_two_dimensions_or_null_fail_and_a_clean_table_passes(tmp_path):
-    db = tmp_path / "w.duckdb"
-    with duckdb.connect(str(db)) as con:
-        con.execute("create schema meddevkg")
-        con.execute("create table meddevkg.device_embeddings as select * from (values "
-                    "('P1', [0.1, 0.2]::float[]), ('P2', [0.3]::float[]), ('P3', null)) t(doc_id, embedding)")
-        con.execute("create table meddevkg.patent_embeddings as select * from (values "
-                    "('1', [0.1, 0.2]::float[]), ('2', [0.3, 0.4]::float[])) t(doc_id, embedding)")
+    db = _warehouse(tmp_path, {
+        "device_embeddings": "(values ('P1', [0.1, 0.2]::float[]), ('P2', [0.3]::float[]), ('P3', null)) "
+                             "t(doc_id, embedding)",
+        "patent_embeddings": "(values ('1', [0.1, 0.2]::float[]), ('2', [0.3, 0.4]::float[])) t(doc_id, embedding)"})
     bad, good = _run("device_embeddings_complete", db), _run("patent_embeddings_complete", db)
     assert not bad.passed and bad.metadata["null_vectors"].value == 1 and bad.metadata["dimensions"].value == "[1, 2]"
     assert good.passed and good.metadata["dimensions"].value == "[2]" and good.metadata["rows_checked"].value == 2
