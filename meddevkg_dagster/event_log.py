@@ -163,7 +163,6 @@ class BatchingSqliteEventLogStorage(SqliteEventLogStorage):
             for i in _last_of_each_kind(events):  # the asset row keeps only the latest of each kind
                 self._store_asset_event(conn, events[i], ids[i])
 
-
     def _event_row(self, event: EventLogEntry, serialized: str) -> dict[str, Any]:
         """Dagster's `_event_to_row` for an event already serialised (once, for both databases)."""
         dagster_event = event.get_dagster_event()

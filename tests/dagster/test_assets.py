@@ -21,6 +21,10 @@ def test_full_graph_materialises_with_checks_and_metadata(harness):
     assert result.success
     checks = {e.asset_check_key.name: e.passed for e in result.get_asset_check_evaluations()}
     assert checks["pma_documents_keys_unique"] and checks["candidate_pool_keys_unique"]
+    patents_check = [e for e in result.get_asset_check_evaluations()
+                     if e.asset_check_key.name == "patents_keys_unique"]
+    # a patent id is not a year: a stale row under another year would only show across partitions
+    assert patents_check[0].metadata["scope"].value == "whole table"
     assert checks["device_embeddings_complete"] and checks["patent_embeddings_complete"]
 
     pool, links = harness.table("candidate_pool"), harness.table("reranked_links")
@@ -98,6 +102,8 @@ def test_backfilling_one_device_touches_only_its_partition(harness):
     # The run's checks count the partition it wrote, not the whole table.
     checks = {e.asset_check_key.name: e.metadata for e in one.get_asset_check_evaluations()}
     assert checks["reranked_links_keys_unique"]["scope"].value == "1 partition(s)"
+    assert checks["pma_documents_keys_unique"]["scope"].value == "1 partition(s)"
+    assert checks["device_embeddings_complete"]["scope"].value == "whole table"  # one dimension across runs
     rows = after.filter(pl.col("fda_id") == device).height
     assert checks["reranked_links_keys_unique"]["rows_checked"].value == rows
     assert after.filter(pl.col("fda_id") == device).sort("pat_id").equals(
