@@ -56,6 +56,12 @@ def test_gpu_steps_are_tagged_and_checks_and_jobs_exist():
     assert defs.resolve_job_def("meddevkg_job") and defs.resolve_job_def("device_links_job")
     assert defs.resolve_job_def("patents_job")
     assert set(defs.resources) >= {"io_manager", "corpus", "embedding_model", "cross_encoder", "pipeline_config"}
+    # the stored-table checks query the IO manager's database, one DuckDB user at a time
+    assert defs.resources["warehouse"].database == defs.resources["io_manager"].database
+    from meddevkg_dagster.checks import CHECKS
+
+    stored = [c for c in CHECKS if c.node_def.name != "link_evaluation_recall_on_gold"]
+    assert len(stored) == 6 and all(c.node_def.pools == {"duckdb"} for c in stored)
 
 
 def test_dagster_cli_validates_the_workspace(tmp_path):
