@@ -13,24 +13,13 @@ import duckdb
 import polars as pl
 from dagster_duckdb import DuckDBResource
 
-from meddevkg_dagster.assets import features, linking, sources
+from meddevkg_dagster.assets import linking, sources
 from meddevkg_dagster.lib import partition_keys
 from meddevkg_dagster.resources import DUCKDB_POOL, WAREHOUSE_SCHEMA
 
 MIN_POOL_RECALL = 0.9
 """Below this share of gold pairs in the Stage-2 pool the link set cannot be trusted."""
-
-
-def _scoped_rows(context: dg.AssetCheckExecutionContext, assets_def: dg.AssetsDefinition, name: str,
-                 key_columns: list[str]) -> tuple[str, list, str]:
-    """`select * from` the asset's table, limited to the run's partitions when `key_columns` hold the
-    partition column; its parameters; a label."""
-    table = f"{WAREHOUSE_SCHEMA}.{name}"
-    expr = assets_def.metadata_by_key[dg.AssetKey(name)].get("partition_expr")
-    keys = partition_keys(context.op_execution_context)
-    if not (expr in key_columns and keys):
-        return f"select * from {table}", [], "whole table"
-    return f"select * from {table} where {expr} in (select unnest($1::varchar[]))", [keys], f"{len(keys)} partition(s)"
+WHOLE_TABLE = "whole table"
 
 
 def _aggregate(warehouse: DuckDBResource, sql: str, params: list) -> tuple | None:
@@ -43,18 +32,23 @@ def _aggregate(warehouse: DuckDBResource, sql: str, params: list) -> tuple | Non
 
 
 def _unique_keys(assets_def: dg.AssetsDefinition, asset: str, keys: list[str]) -> dg.AssetChecksDefinition:
+    """Keys present and unique; over the run's partitions when the key holds the partition column."""
     name = f"{asset}_keys_unique"
+    expr = assets_def.metadata_by_key[dg.AssetKey(asset)].get("partition_expr")
+    scoped_by = expr if expr in keys else None
+    cols = ", ".join(keys)
+    any_null = " or ".join(f"{k} is null" for k in keys)
 
     @dg.asset_check(asset=asset, name=name, blocking=True, pool=DUCKDB_POOL,
-                    description=f"{', '.join(keys)} present and unique")
+                    description=f"{cols} present and unique")
     def check(context: dg.AssetCheckExecutionContext, warehouse: DuckDBResource) -> dg.AssetCheckResult:
-        rows, params, scope = _scoped_rows(context, assets_def, asset, keys)
-        cols = ", ".join(keys)
-        any_null = " or ".join(f"{k} is null" for k in keys)
-        sql = (f"with scoped as (select {cols} from ({rows})) "
+        partitions = partition_keys(context.op_execution_context) if scoped_by else []
+        where = f" where {scoped_by} in (select unnest($1::varchar[]))" if partitions else ""
+        sql = (f"with scoped as (select {cols} from {WAREHOUSE_SCHEMA}.{asset}{where}) "
                f"select count(*), count(*) filter (where {any_null}), "
                f"count(*) - (select count(*) from (select distinct {cols} from scoped)) from scoped")
-        n, nulls, dupes = _aggregate(warehouse, sql, params) or (0, 0, 0)
+        n, nulls, dupes = _aggregate(warehouse, sql, [partitions] if partitions else []) or (0, 0, 0)
+        scope = f"{len(partitions)} partition(s)" if partitions else WHOLE_TABLE
         return dg.AssetCheckResult(passed=nulls == 0 and dupes == 0, metadata={
             "rows_checked": n, "scope": scope, "null_keys": nulls, "duplicate_keys": dupes})
 
@@ -62,19 +56,19 @@ def _unique_keys(assets_def: dg.AssetsDefinition, asset: str, keys: list[str]) -
     return check
 
 
-def _embeddings_complete(assets_def: dg.AssetsDefinition, asset: str) -> dg.AssetChecksDefinition:
+def _embeddings_complete(asset: str) -> dg.AssetChecksDefinition:
+    """Over the whole table: the one-dimension rule has to hold across runs."""
     name = f"{asset}_complete"
 
     @dg.asset_check(asset=asset, name=name, blocking=True, pool=DUCKDB_POOL,
                     description="no null or empty vectors, one dimension for all")
-    def check(context: dg.AssetCheckExecutionContext, warehouse: DuckDBResource) -> dg.AssetCheckResult:
-        rows, params, scope = _scoped_rows(context, assets_def, asset, [])
+    def check(warehouse: DuckDBResource) -> dg.AssetCheckResult:
         sql = (f"select count(*), count(*) filter (where embedding is null), "
                f"coalesce(list_sort(array_agg(distinct len(embedding)) filter (where embedding is not null)), []) "
-               f"from ({rows})")
-        n, nulls, dims = _aggregate(warehouse, sql, params) or (0, 0, [])
+               f"from {WAREHOUSE_SCHEMA}.{asset}")
+        n, nulls, dims = _aggregate(warehouse, sql, []) or (0, 0, [])
         return dg.AssetCheckResult(passed=nulls == 0 and len(dims) <= 1 and 0 not in dims, metadata={
-            "rows_checked": n, "scope": scope, "null_vectors": nulls, "dimensions": str(dims)})
+            "rows_checked": n, "scope": WHOLE_TABLE, "null_vectors": nulls, "dimensions": str(dims)})
 
     check.__name__ = name
     return check
@@ -97,7 +91,7 @@ CHECKS = [
     _unique_keys(sources.patents, "patents", ["pat_id"]),
     _unique_keys(linking.candidate_pool, "candidate_pool", ["fda_id", "pat_id"]),
     _unique_keys(linking.reranked_links, "reranked_links", ["fda_id", "pat_id"]),
-    _embeddings_complete(features.device_embeddings, "device_embeddings"),
-    _embeddings_complete(features.patent_embeddings, "patent_embeddings"),
+    _embeddings_complete("device_embeddings"),
+    _embeddings_complete("patent_embeddings"),
     recall_on_gold,
 ]
