@@ -100,20 +100,25 @@ def run_embed_bench(texts: Sequence[str], paths: Sequence[str] = PATHS, *, model
         say(f"[{path}] loaded in {load_s:.1f} s ({encoders[path].model_id})")
 
     vectors: dict[str, np.ndarray] = {}
+    timings: dict[str, tuple[list[float], list[float]]] = {path: ([], []) for path in encoders}
     for run in range(runs):
         for path, encoder in encoders.items():
             cpu, start = time.process_time(), time.perf_counter()
             vectors[path] = encoder.encode(texts)
             seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
-            out["paths"][path]["seconds"].append(round(seconds, 3))
-            out["paths"][path]["cpu_seconds"].append(round(cpu, 3))
+            timings[path][0].append(seconds)
+            timings[path][1].append(cpu)
             say(f"[{path}] run {run + 1}/{runs}: {len(texts) / seconds:.1f} texts/s")
 
-    for p in out["paths"].values():
-        p["median_s"] = round(statistics.median(p["seconds"]), 3)
-        p["texts_per_second"] = round(len(texts) / p["median_s"], 1)
+    for path, (walls, cpus) in timings.items():
+        # Rates come from the unrounded times: a tiny model on a few texts can finish in under a millisecond.
+        p = out["paths"][path]
+        p["seconds"], p["cpu_seconds"] = [round(s, 6) for s in walls], [round(s, 6) for s in cpus]
+        median_s = statistics.median(walls)
+        p["median_s"] = round(median_s, 6)
+        p["texts_per_second"] = round(len(texts) / median_s, 1)
         # CPU time (all threads) is less disturbed by other processes than wall time on a shared machine.
-        p["texts_per_cpu_second"] = round(len(texts) / statistics.median(p["cpu_seconds"]), 1)
+        p["texts_per_cpu_second"] = round(len(texts) / max(statistics.median(cpus), 1e-9), 1)
     if "fp32" in vectors:
         base = out["paths"]["fp32"]
         for path in vectors:

@@ -280,3 +280,37 @@ def test_bench_embed_refuses_a_batch_size_below_one() -> None:
 
     with pytest.raises(ValueError, match="batch_size must be at least 1"):
         main_bench_embed(demo_corpus_dir(), n_texts=5, batch_size=0)
+
+
+class _InstantEncoder:
+    """Encodes in no measurable time, as a tiny model on a few texts nearly does."""
+
+    model_id = "instant"
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        return np.ones((len(texts), 4), dtype=np.float32) / 2.0
+
+
+class _FakeClock:
+    """Each reading is 0.2 ms after the last: a run lasts less than the milliseconds the report rounds to."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        self.now += 2e-4
+        return self.now
+
+    process_time = perf_counter
+
+
+def test_sub_millisecond_runs_still_give_rates(monkeypatch: pytest.MonkeyPatch) -> None:
+    from meddevkg_core import embed_bench
+
+    monkeypatch.setattr(embed_bench, "load_sentence_encoder", lambda *args, **kwargs: _InstantEncoder())
+    monkeypatch.setattr(embed_bench, "time", _FakeClock())
+    result = run_embed_bench(TEXTS, paths=("fp32", "int8"), model_path="unused", runs=3, warmup_texts=1)
+    for path in result["paths"].values():
+        assert 0 < path["median_s"] < 1e-3
+        assert path["texts_per_second"] == pytest.approx(len(TEXTS) / path["median_s"], rel=0.01)
+        assert path["texts_per_cpu_second"] > 0 and path["speedup"] == 1.0
