@@ -15,7 +15,8 @@ fi
 # torch first and pinned: its CPU wheel; anything unpinned would pull a multi-GB CUDA build.
 .venv/bin/python -m pip install --quiet "torch==2.13.0"
 EXTRA=${MEDDEVKG_EXTRA:-cpu}
-.venv/bin/python -m pip install --quiet -e ".[${EXTRA},test]"
+# Every other package at the version the tests passed with (constraints.txt).
+.venv/bin/python -m pip install --quiet -c constraints.txt -e ".[${EXTRA},test]"
 
 if [ "${1:-}" != "--no-demo" ]; then
   .venv/bin/meddevkg demo

@@ -246,7 +246,7 @@ def test_dockerfile_pins_torch_then_installs_the_extra(dockerfile):
     assert re.search(r"^ARG EXTRA=cpu$", dockerfile, re.M)
     assert set(pyproject["project"]["optional-dependencies"]) >= {"cpu", "gpu"}
     torch_at = dockerfile.index('"torch==2.13.0"')
-    project_at = dockerfile.index('pip install ".[${EXTRA}]"')
+    project_at = dockerfile.index('pip install -c constraints.txt ".[${EXTRA}]"')
     assert torch_at < project_at, "torch must be installed (pinned) before the project"
     env = _dockerfile_env(dockerfile)
     assert env["HF_HUB_OFFLINE"] == "1"

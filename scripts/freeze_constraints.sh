@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Rewrite constraints.txt from .venv after the tests passed in it: every installed version except
+# torch (pinned in pyproject.toml; its local "+cpu" tag names one build), this project and dev tools.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+{
+  echo "# Every package version the tests last passed with (pip freeze of a CI venv, without torch and this"
+  echo "# project). bootstrap.sh and the Dockerfile install with -c constraints.txt, so a new upstream release"
+  echo "# cannot change a clean install under us (transformers 5.24 removed a module FlagEmbedding 1.4.2 imports)."
+  echo "# Refresh: bootstrap, run the tests, then regenerate with scripts/freeze_constraints.sh."
+  .venv/bin/python -m pip freeze --exclude-editable | grep -v -E '^(#|torch==|ruff==|meddevkg==)'
+} > constraints.txt.new
+mv constraints.txt.new constraints.txt
+echo "constraints.txt: $(grep -vc '^#' constraints.txt) packages"

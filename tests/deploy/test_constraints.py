@@ -1,0 +1,64 @@
+"""constraints.txt: the versions a clean install gets, agreeing with pyproject.toml and this venv."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+import tomllib
+from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _constraints() -> dict[str, str]:
+    pins: dict[str, str] = {}
+    for line in (REPO / "constraints.txt").read_text().splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        name, sep, version = line.partition("==")
+        assert sep and version and " " not in line, f"constraints.txt: not a name==version pin: {line!r}"
+        key = canonicalize_name(name)
+        assert key not in pins, f"constraints.txt: {name} pinned twice"
+        pins[key] = version
+    return pins
+
+
+def test_constraints_agree_with_every_requirement_of_the_project():
+    pins = _constraints()
+    assert "torch" not in pins, "torch is pinned in pyproject.toml; its local +cpu tag names one build"
+    assert "meddevkg" not in pins
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    for spec in [*project["dependencies"], *extras["cpu"], *extras["test"], *extras["k8s"]]:
+        req = Requirement(spec)
+        name = canonicalize_name(req.name)
+        if name == "torch":
+            continue
+        assert name in pins, f"{req.name} is a requirement but has no pin in constraints.txt"
+        assert req.specifier.contains(pins[name], prereleases=True), \
+            f"constraints.txt pins {req.name}=={pins[name]}, outside pyproject.toml's {spec!r}"
+
+
+def test_this_environment_is_the_constrained_one():
+    """The tests pass with exactly these versions (a drifted venv: rerun scripts/bootstrap.sh)."""
+    differ = {}
+    for name, version in _constraints().items():
+        try:
+            installed = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            differ[name] = (version, None)
+            continue
+        if installed != version:
+            differ[name] = (version, installed)
+    assert not differ, f"pinned vs installed: {differ}"
+
+
+def test_every_install_path_uses_the_constraints():
+    bootstrap = (REPO / "scripts" / "bootstrap.sh").read_text()
+    assert re.search(r"pip install .*-c constraints\.txt -e \"\.\[", bootstrap)
+    dockerfile = (REPO / "docker" / "Dockerfile").read_text()
+    assert re.search(r"^COPY .*constraints\.txt", dockerfile, re.M)
+    assert 'pip install -c constraints.txt ".[${EXTRA}]"' in dockerfile
