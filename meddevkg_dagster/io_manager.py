@@ -8,15 +8,22 @@ square of the number of partitions (434 devices: 5 KB per event; 10,000 devices 
 per event, about 8 GB per backfill). For an output spanning several partitions the column schema
 is left out and the query names the first and last keys and how many lie between; an output of
 one partition (a schedule's new device, a one-device backfill) keeps both as Dagster writes them.
+
+Writes differ from Dagster's in three ways. An output's delete of its partitions and its insert are
+one transaction: a failed write leaves the previous rows, never a table with the partitions deleted
+and nothing in their place. Rows are inserted by column name, so a frame whose columns are in
+another order than the stored table's fails instead of shifting values into the wrong columns. An
+empty output still creates its (empty, typed) table, so readers downstream find it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+import contextlib
+from collections.abc import Iterator, Sequence
 
+import duckdb
 import polars as pl
-from dagster import InputContext, OutputContext
+from dagster import InputContext, MetadataValue, OutputContext, TableColumn, TableSchema
 from dagster._core.storage.db_io_manager import DbIOManager, DbTypeHandler, TablePartitionDimension, TableSlice
 from dagster_duckdb.io_manager import DuckDbClient
 from dagster_duckdb_polars import DuckDBPolarsIOManager
@@ -27,30 +34,26 @@ LISTED_KEYS = 10
 SHOWN_AT_EACH_END = (3, 2)
 
 
-class _WithoutColumnSchema:
-    """An output context that passes every metadata entry on except the per-output column schema."""
-
-    def __init__(self, context: OutputContext):
-        self._context = context
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._context, name)
-
-    def add_output_metadata(self, metadata: Mapping[str, Any]) -> None:
-        self._context.add_output_metadata({k: v for k, v in metadata.items() if k != "dataframe_columns"})
-
-
 def _spans_partitions(context: OutputContext) -> bool:
     return context.has_asset_partitions and len(context.asset_partition_keys) > 1
 
 
 class PartitionRangePolarsTypeHandler(DuckDBPolarsTypeHandler):
-    """Writes as Dagster's handler, with no column schema on a partition range's events; reads the
-    same rows through DuckDB's own Polars export."""
+    """Writes by column name, empty tables included, with no column schema on a partition range's
+    events; reads the same rows through DuckDB's own Polars export."""
 
     def handle_output(self, context: OutputContext, table_slice: TableSlice, obj: pl.DataFrame, connection):
-        ctx = _WithoutColumnSchema(context) if _spans_partitions(context) else context
-        return super().handle_output(ctx, table_slice, obj, connection)
+        table = f"{table_slice.schema}.{table_slice.table}"
+        obj_arrow = obj.to_arrow()  # noqa: F841  (DuckDB reads the frame by this name)
+        if obj.height or (obj.width and pl.Null not in obj.dtypes):  # a Null column has no type to create
+            connection.execute(f"create table if not exists {table} as select * from obj_arrow limit 0")
+        if obj.height:
+            connection.execute(f"insert into {table} by name select * from obj_arrow")
+        metadata = {"row_count": obj.height}
+        if not _spans_partitions(context):
+            metadata["dataframe_columns"] = MetadataValue.table_schema(TableSchema(
+                columns=[TableColumn(name=name, type=str(dtype)) for name, dtype in obj.schema.items()]))
+        context.add_output_metadata(metadata)
 
     def load_input(self, context: InputContext, table_slice: TableSlice, connection) -> pl.DataFrame:
         """Dagster's handler reads an Arrow stream into Polars; `.pl()` gives the same frame in about
@@ -71,7 +74,8 @@ def compact_partition_list(dimension: TablePartitionDimension) -> str:
 
 
 class CompactQueryDuckDbClient(DuckDbClient):
-    """DuckDbClient whose statement shown as the `Query` metadata entry names a long key list briefly.
+    """DuckDbClient whose statement shown as the `Query` metadata entry names a long key list briefly,
+    and whose connections hold one transaction.
 
     Only DbIOManager.handle_output reads `get_select_statement` through the client instance (for that
     entry); loads go through the type handler, which calls DuckDbClient's own statement.
@@ -88,6 +92,23 @@ class CompactQueryDuckDbClient(DuckDbClient):
                               else DuckDbClient.get_select_statement(table_slice._replace(partition_dimensions=[d]))
                               .split("WHERE\n", 1)[1] for d in dims)
         return f"SELECT {columns} FROM {table_slice.schema}.{table_slice.table} WHERE\n{where}"
+
+    @staticmethod
+    @contextlib.contextmanager
+    def connect(context, table_slice: TableSlice) -> Iterator[duckdb.DuckDBPyConnection]:
+        """Dagster's connection, inside one transaction: DbIOManager deletes an output's partitions
+        and the handler inserts its rows through it, so they commit together or not at all."""
+        with DuckDbClient.connect(context, table_slice) as conn:
+            try:
+                conn.begin()
+                yield conn
+                conn.commit()
+            except BaseException:
+                with contextlib.suppress(duckdb.Error):  # a failed commit has already rolled back
+                    conn.rollback()
+                raise
+            finally:
+                conn.close()  # Dagster's closes only on success; closing twice is harmless
 
 
 class MeddevkgDuckDBIOManager(DuckDBPolarsIOManager):

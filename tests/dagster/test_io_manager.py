@@ -89,3 +89,74 @@ def test_reads_return_the_same_frame_as_dagsters_handler(tmp_path):
             ours = PartitionRangePolarsTypeHandler().load_input(context, table_slice, con)
             dagsters = DuckDBPolarsTypeHandler().load_input(context, table_slice, con)
             assert ours.height > 0 and ours.equals(dagsters) and ours.schema == dagsters.schema
+
+
+@dg.asset(partitions_def=devices, metadata={"partition_expr": "fda_id"},
+          backfill_policy=dg.BackfillPolicy.single_run())
+def shaped(context: dg.AssetExecutionContext) -> pl.DataFrame:
+    """Its run's `shape` tag picks the frame: the stored one, its columns reordered, an unknown
+    column (the insert fails), or no rows."""
+    keys = sorted(context.partition_keys)
+    frame = pl.DataFrame({"fda_id": keys, "n": [len(k) for k in keys], "label": [f"v-{k}" for k in keys]})
+    shape = context.run.tags.get("shape", "stored")
+    if shape == "reordered":
+        return frame.select("label", "n", "fda_id").with_columns(pl.col("label") + "-again")
+    if shape == "unknown_column":
+        return frame.rename({"label": "labels"})
+    return frame.clear() if shape == "empty" else frame
+
+
+@dg.asset(partitions_def=devices, metadata={"partition_expr": "fda_id"},
+          backfill_policy=dg.BackfillPolicy.single_run())
+def shaped_count(shaped: pl.DataFrame) -> pl.DataFrame:
+    return pl.DataFrame({"fda_id": ["all"], "rows_read": [shaped.height]})
+
+
+def _shaped(tmp_path, instance, shape: str, keys=KEYS, selection=(shaped,)):
+    io = MeddevkgDuckDBIOManager(database=str(tmp_path / "t.duckdb"), schema="s")
+    return dg.materialize(list(selection), instance=instance, resources={"io_manager": io}, raise_on_error=False,
+                          tags={"shape": shape, "dagster/asset_partition_range_start": keys[0],
+                                "dagster/asset_partition_range_end": keys[-1]})
+
+
+def _stored(tmp_path) -> pl.DataFrame:
+    with duckdb.connect(str(tmp_path / "t.duckdb"), read_only=True) as con:
+        return con.execute("select * from s.shaped order by fda_id").pl()
+
+
+def test_a_failed_write_keeps_the_partitions_previous_rows(tmp_path):
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("devices", KEYS)
+    assert _shaped(tmp_path, instance, "stored").success
+    before = _stored(tmp_path)
+    assert before.height == len(KEYS)
+    failed = _shaped(tmp_path, instance, "unknown_column", keys=KEYS[3:9])
+    assert not failed.success
+    [failure] = [e for e in failed.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    assert "labels" in str(failure.step_failure_data.error)  # the column the stored table lacks
+    assert _stored(tmp_path).equals(before)  # its delete was rolled back with the insert
+
+
+def test_rows_are_inserted_by_column_name(tmp_path):
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("devices", KEYS)
+    assert _shaped(tmp_path, instance, "stored").success
+    assert _shaped(tmp_path, instance, "reordered", keys=KEYS[:2]).success
+    stored = _stored(tmp_path)
+    assert stored.columns == ["fda_id", "n", "label"] and stored.height == len(KEYS)
+    assert stored["label"].to_list()[:3] == ["v-P000000-again", "v-P000001-again", "v-P000002"]
+    assert stored["n"].to_list() == [7] * len(KEYS)
+
+
+def test_an_empty_output_creates_its_typed_table_for_readers_downstream(tmp_path):
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("devices", KEYS)
+    result = _shaped(tmp_path, instance, "empty", selection=(shaped, shaped_count))
+    assert result.success
+    assert [m["row_count"].value for m in _metadata(result, "shaped")] == [0] * len(KEYS)
+    with duckdb.connect(str(tmp_path / "t.duckdb"), read_only=True) as con:
+        assert con.execute("select column_name, data_type from information_schema.columns where table_name = "
+                           "'shaped' order by ordinal_position").fetchall() == [
+            ("fda_id", "VARCHAR"), ("n", "BIGINT"), ("label", "VARCHAR")]
+        assert con.execute("select rows_read from s.shaped_count").fetchall() == [(0,)]
+    assert _shaped(tmp_path, instance, "stored").success and _stored(tmp_path).height == len(KEYS)
