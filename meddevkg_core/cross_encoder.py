@@ -161,10 +161,14 @@ def score_candidate_pairs(
     max_chars: int = 1024,
     batch_size: int = 32,
 ) -> pl.DataFrame:
-    """schemas.CROSS_ENCODER_SCORES aligned with `candidates` rows; ai_score null without a scorer."""
+    """schemas.CROSS_ENCODER_SCORES aligned with `candidates` rows; no rows without a scorer.
+
+    Readers left-join the scores (rerank.feature_frame), so an unscored pair's ai_score is null,
+    a missing value to XGBoost, without storing a null for every pool pair (millions at corpus scale).
+    """
     keys = candidates.select("fda_id", "pat_id")
     if scorer is None or candidates.height == 0:
-        return schemas.conform(keys, schemas.CROSS_ENCODER_SCORES)
+        return schemas.conform(keys.clear(), schemas.CROSS_ENCODER_SCORES)
     if batch_size <= 0:
         raise ValueError(f"batch_size must be positive, got {batch_size}")
     pairs = pair_texts(candidates, devices, patents, max_chars)

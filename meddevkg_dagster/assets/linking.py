@@ -4,21 +4,31 @@ import dagster as dg
 import polars as pl
 
 from meddevkg_core import schemas
-from meddevkg_core.companies import build_company_dictionary, company_match_table
 from meddevkg_core.candidates import Stage2Inputs, collect_candidates
+from meddevkg_core.companies import build_company_dictionary, company_match_table
 from meddevkg_core.config import PipelineConfig
 from meddevkg_core.cross_encoder import score_candidate_pairs
 from meddevkg_core.pipeline import stage2_inputs
-from meddevkg_core.training_pairs import training_pairs as build_training_pairs
 from meddevkg_core.rerank import (
-    FoldModels, apply_fold_models, decide, feature_frame, fit_fold_models, links_frame, with_ranks,
+    FoldModels,
+    apply_fold_models,
+    decide,
+    feature_frame,
+    fit_fold_models,
+    links_frame,
+    with_ranks,
 )
 from meddevkg_core.text_adapter import Vectors
+from meddevkg_core.training_pairs import training_pairs as build_training_pairs
 from meddevkg_dagster.assets.sources import ontology_from_table
 from meddevkg_dagster.lib import log_progress, partition_keys, stopwatch, stored_table, table_metadata
 from meddevkg_dagster.partitions import DEVICE_BACKFILL, all_patent_years, pma_devices
 from meddevkg_dagster.resources import (
-    DUCKDB_POOL, GPU_TAG, CorpusResource, CrossEncoderResource, PipelineConfigResource,
+    DUCKDB_POOL,
+    GPU_TAG,
+    CorpusResource,
+    CrossEncoderResource,
+    PipelineConfigResource,
 )
 
 DEVICE_PARTITIONED = {"partitions_def": pma_devices, "backfill_policy": DEVICE_BACKFILL}
@@ -83,7 +93,8 @@ def candidate_pool(context: dg.AssetExecutionContext, corpus: CorpusResource,
 def cross_encoder_scores(context: dg.AssetExecutionContext, cross_encoder: CrossEncoderResource,
                          candidate_pool: pl.DataFrame, pma_documents: pl.DataFrame,
                          patents: pl.DataFrame) -> dg.Output[pl.DataFrame]:
-    """Cross-encoder relevance per candidate pair; null (a missing feature) when none is configured."""
+    """Cross-encoder relevance per candidate pair; no rows when none is configured (reranked_links then
+    reads ai_score as a missing feature)."""
     scorer = cross_encoder.scorer()
     cfg = cross_encoder.config()
     with stopwatch() as t:
@@ -91,7 +102,8 @@ def cross_encoder_scores(context: dg.AssetExecutionContext, cross_encoder: Cross
     status = scorer.model_id if scorer else "none configured: ai_score is missing and XGBoost treats it as such"
     if scorer is None:
         context.log.warning("no cross-encoder configured (MEDDEVKG_CROSS_ENCODER): ai_score left missing")
-    return dg.Output(out, metadata=table_metadata(out, cross_encoder=status, seconds=t["seconds"]))
+    return dg.Output(out, metadata=table_metadata(out, cross_encoder=status, pool_pairs=candidate_pool.height,
+                                                  seconds=t["seconds"]))
 
 
 @dg.asset(group_name="rerank", pool=DUCKDB_POOL, kinds={"numpy", "duckdb"},

@@ -20,6 +20,7 @@ from meddevkg_core.cross_encoder import (
     resolve_local_model,
     score_candidate_pairs,
 )
+from meddevkg_core.rerank import feature_frame
 
 PAIRS = [
     ("the coronary stent", "a balloon catheter with stent"),
@@ -97,11 +98,11 @@ CANDIDATES = schemas.conform(
 )
 
 
-def test_score_candidate_pairs_without_scorer_is_null() -> None:
+def test_without_scorer_no_pair_is_scored_and_features_read_a_missing_score() -> None:
     out = score_candidate_pairs(CANDIDATES, DEVICES, PATENTS, None)
-    assert out.schema == schemas.CROSS_ENCODER_SCORES
-    assert out.height == 4 and out["ai_score"].null_count() == 4
-    assert out.select("fda_id", "pat_id").equals(CANDIDATES.select("fda_id", "pat_id"))
+    assert out.schema == schemas.CROSS_ENCODER_SCORES and out.height == 0
+    features = feature_frame(CANDIDATES, out)
+    assert features.height == CANDIDATES.height and features["ai_score"].null_count() == CANDIDATES.height
 
 
 def test_score_candidate_pairs_aligns_with_rows_and_truncates() -> None:
