@@ -514,10 +514,10 @@ LINKS_SLICE_ROWS = 1 << 20
 
 
 def links_digest(decided: pl.DataFrame, slice_rows: int = LINKS_SLICE_ROWS) -> str:
-    """`links_frame` over every row of `decided`, slice by slice: each slice's LINKS rows (the
-    evidence string of every pair included) are made, hashed and dropped, as a pipeline writing
-    LINKS out in parts would do, so the 16M evidence strings (about 2 GB) are never all held at
-    once. The digest covers every row and column in order, whatever `slice_rows` is."""
+    """`links_frame` over every row of `decided`, slice by slice: each slice's LINKS rows (with the
+    evidence string of every link) are made, hashed and dropped, as a pipeline writing LINKS out in
+    parts would do, so the whole table is never held at once. The digest covers every row and
+    column in order, whatever `slice_rows` is."""
     h = hashlib.sha256()
     for start in range(0, decided.height, slice_rows):
         part = links_frame(decided.slice(start, slice_rows))
@@ -553,8 +553,8 @@ def run_scale_bench(n_patents: int = PAPER_PATENTS, n_devices: int = PAPER_DEVIC
     device (`stage2`; as `collect_candidates` + `to_frame`, with the inputs, and on the last run the
     corpus, released in between: no later step reads them); Stage 3 = `feature_frame` +
     `apply_fold_models` + `decide` on the whole pool (`stage3`). The reranker is trained once on
-    synthetic gold (`stage3_train`, not in stage 3). `links_frame` (the LINKS table with an evidence
-    string per pool row) is timed on the whole pool (`stage3_links_frame`), made in slices of
+    synthetic gold (`stage3_train`, not in stage 3). `links_frame` (the LINKS table: every pool row, an evidence
+    string per link) is timed on the whole pool (`stage3_links_frame`), made in slices of
     LINKS_SLICE_ROWS rows that are hashed and dropped (`links_digest`), or on `links_rows` sampled
     rows scaled linearly to the pool (labelled as such) when `links_rows` is given and smaller.
     """

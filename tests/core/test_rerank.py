@@ -138,6 +138,7 @@ def test_decide_applies_cut_off_and_immunity_and_explains():
     kept = links.filter(pl.col("decision"))
     assert kept["pat_id"].to_list() == ["1"] and kept["immune"].all()
     assert "p=0.500" in kept["evidence"][0] and "admitted=rescue_anchor" in kept["evidence"][0]
+    assert links.filter(~pl.col("decision"))["evidence"].is_null().all()  # rejected: signals stay in the pool
     assert not decide(scored, RerankConfig())["decision"].any()  # the anchor immunity is off by default
 
 
@@ -149,13 +150,14 @@ def test_training_needs_positives_and_negatives():
 
 # --------------------------------------------------------------------------- links_frame and apply_fold_models
 # The implementations before the column-wise rewrite, kept as oracles; rerank.evidence (the per-row
-# specification, unchanged) gives the strings the column-wise links_frame must reproduce.
+# specification, unchanged) gives the strings the column-wise links_frame must reproduce, for every
+# link (a rejected pair's evidence is null).
 
 
 def _links_frame_before(decided: pl.DataFrame) -> pl.DataFrame:
     rows = decided.to_dicts()
-    out = decided.with_columns(pl.Series("evidence", [rerank.evidence(r) for r in rows], pl.String))
-    return schemas.conform(out, schemas.LINKS)
+    texts = [rerank.evidence(r) if r["decision"] else None for r in rows]
+    return schemas.conform(decided.with_columns(pl.Series("evidence", texts, pl.String)), schemas.LINKS)
 
 
 def _apply_fold_models_before(features: pl.DataFrame, models: FoldModels) -> pl.DataFrame:
@@ -221,7 +223,8 @@ def test_links_frame_identical_to_before(bench_stage3):
         pl.Series("ai_score", np.where(rng.random(n) < 0.3, np.nan, values[::-1]), pl.Float32).fill_nan(None),
         pl.Series("sim", values, pl.Float32), pl.Series("score_total", values * 80, pl.Float32),
         pl.Series("probability", np.roll(values, 7), pl.Float32),
-        pl.Series("company_path", rng.choice(["", "A <- B"], n)).replace("", None).alias("company_path"))
+        pl.Series("company_path", rng.choice(["", "A <- B"], n)).replace("", None).alias("company_path"),
+        pl.Series("decision", rng.random(n) < 0.8))  # most rows links, so most values are formatted
     for frame in (odd, odd.with_columns(pl.col("ai_score").cast(pl.Float64)), odd.drop("ai_score", "shared_terms"),
                   odd.with_columns(pl.col("admitted_by").cast(pl.Categorical))):
         assert links_frame(frame, chunk_rows=1_000).equals(_links_frame_before(frame))
