@@ -44,10 +44,17 @@ def _unique_keys(assets_def: dg.AssetsDefinition, asset: str, keys: list[str]) -
     def check(context: dg.AssetCheckExecutionContext, warehouse: DuckDBResource) -> dg.AssetCheckResult:
         partitions = partition_keys(context.op_execution_context) if scoped_by else []
         where = f" where {scoped_by} in (select unnest($1::varchar[]))" if partitions else ""
-        sql = (f"with scoped as (select {cols} from {WAREHOUSE_SCHEMA}.{asset}{where}) "
-               f"select count(*), count(*) filter (where {any_null}), "
-               f"count(*) - (select count(*) from (select distinct {cols} from scoped)) from scoped")
-        n, nulls, dupes = _aggregate(warehouse, sql, [partitions] if partitions else []) or (0, 0, 0)
+        scoped = f"with scoped as (select {cols} from {WAREHOUSE_SCHEMA}.{asset}{where}) "
+        params = [partitions] if partitions else []
+        # Distinct 64-bit hashes first (a third faster on a 4.3M-row pool); only when two keys share
+        # one is the exact count of distinct keys needed (a hash collision is not a duplicate).
+        sql = (f"{scoped}select count(*), count(*) filter (where {any_null}), "
+               f"count(*) - count(distinct hash({cols})) from scoped")
+        n, nulls, dupes = _aggregate(warehouse, sql, params) or (0, 0, 0)
+        if dupes:
+            exact = (f"{scoped}select count(*) - (select count(*) from (select distinct {cols} from scoped)) "
+                     "from scoped")
+            (dupes,) = _aggregate(warehouse, exact, params) or (0,)
         scope = f"{len(partitions)} partition(s)" if partitions else WHOLE_TABLE
         return dg.AssetCheckResult(passed=nulls == 0 and dupes == 0, metadata={
             "rows_checked": n, "scope": scope, "null_keys": nulls, "duplicate_keys": dupes})
