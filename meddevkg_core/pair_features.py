@@ -15,6 +15,9 @@ later usually belong to another product generation.
 Pool: where the pair stands among its device's pool pairs, and among its same-company ones. The
 corpus-wide z-score of the cosine is set by the unrelated bulk of patents; among a device's own
 candidates (hundreds of same-company patents for a large company) the spread is another one.
+The share of the pool whose best entity match scores the same as the pair's tells a generic match
+from a specific one: a catheter device's term "catheter" is shared with most of a catheter maker's
+patents, an atherectomy head's with few.
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ import polars as pl
 from meddevkg_core.applications import grant_years
 
 YEAR_FEATURES = ("grant_year", "device_year", "year_gap")
-POOL_FEATURES = ("pool_size", "sim_z_pool", "lexical_z_pool", "sim_z_company", "lexical_z_company")
+POOL_FEATURES = ("pool_size", "sim_z_pool", "lexical_z_pool", "sim_z_company", "lexical_z_company",
+                 "entity_pool_share")
 
 
 def device_year(fda_id: pl.Expr) -> pl.Expr:
@@ -61,9 +65,12 @@ def with_pool_features(pairs: pl.DataFrame) -> pl.DataFrame:
         mean, std = x.filter(among).mean().over("fda_id"), x.filter(among).std().over("fda_id")
         return ((x - mean) / pl.when(std > 0).then(std)).cast(pl.Float32).alias(name)
 
-    return pairs.with_columns(pool.sum().over("fda_id").cast(pl.Float32).alias("pool_size"),
-                              z("sim", pool, "sim_z_pool"), z("lexical", pool, "lexical_z_pool"),
-                              z("sim", company, "sim_z_company"), z("lexical", company, "lexical_z_company"))
+    out = pairs.with_columns(pool.sum().over("fda_id").cast(pl.Float32).alias("pool_size"),
+                             z("sim", pool, "sim_z_pool"), z("lexical", pool, "lexical_z_pool"),
+                             z("sim", company, "sim_z_company"), z("lexical", company, "lexical_z_company"))
+    same_entity_score = pool.sum().over("fda_id", "score_entity").cast(pl.Float32)
+    share = same_entity_score / pl.when(pl.col("pool_size") > 0).then(pl.col("pool_size"))  # no pool: null
+    return out.with_columns(share.alias("entity_pool_share"))
 
 
 def with_derived_features(pairs: pl.DataFrame) -> pl.DataFrame:

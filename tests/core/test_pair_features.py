@@ -43,7 +43,8 @@ def test_year_features_keep_rows_and_order_and_are_idempotent():
 def test_extended_features_include_the_years_and_feature_frame_adds_them():
     assert set(YEAR_FEATURES) <= set(EXTENDED_FEATURES)
     candidates = pl.DataFrame({"fda_id": ["P040002"], "pat_id": ["6261316"], "sim": [0.5], "lexical": [0.1],
-                               "score_company": [20], "tier_s_match": [True], "admitted_by": ["threshold"]})
+                               "score_company": [20], "score_entity": [60.0], "tier_s_match": [True],
+                               "admitted_by": ["threshold"]})
     frame = feature_frame(candidates, None)
     assert frame["year_gap"].to_list() == [-3.0] and frame["ai_score"].is_null().all()
 
@@ -60,7 +61,7 @@ def _pairs() -> pl.DataFrame:
     return pl.DataFrame({
         "fda_id": ["A", "A", "A", "A", "B", "B"], "pat_id": ["p1", "p2", "p3", "p4", "p1", "p2"],
         "sim": [0.9, 0.5, 0.4, 0.8, 0.3, 0.2], "lexical": [0.3, 0.1, 0.2, 0.0, 0.5, 0.1],
-        "score_company": [20, 20, 0, 0, 20, 0],
+        "score_company": [20, 20, 0, 0, 20, 0], "score_entity": [60.0, 60.0, 20.0, 60.0, 0.0, 0.0],
         "admitted_by": ["threshold", "same_company", "rescue_vector", None, "threshold", "threshold"]})
 
 
@@ -74,6 +75,14 @@ def test_pool_features_are_z_scores_among_the_devices_pool_and_same_company_pool
     expected = (np.array([0.9, 0.5, 0.4, 0.8]) - company_sim.mean()) / company_sim.std(ddof=1)
     assert a["sim_z_company"].to_numpy() == pytest.approx(expected, rel=1e-5)
     assert out.filter(pl.col("fda_id") == "B")["sim_z_company"].is_null().all()  # one same-company row: no spread
+
+
+def test_entity_pool_share_is_the_share_of_the_devices_pool_with_the_pairs_entity_score():
+    out = with_pool_features(_pairs())
+    # A's pool: p1 and p2 score 60, p3 20; p4 (outside the pool, 60) is measured against those three
+    assert out["entity_pool_share"].to_list() == pytest.approx([2 / 3, 2 / 3, 1 / 3, 2 / 3, 1.0, 1.0])
+    outside = with_pool_features(_pairs().with_columns(pl.lit(None, pl.String).alias("admitted_by")))
+    assert outside["entity_pool_share"].is_null().all()  # no pool to compare with
 
 
 def test_pool_features_of_a_device_do_not_depend_on_the_other_devices_in_the_frame():
