@@ -161,7 +161,8 @@ def score_candidate_pairs(
     max_chars: int = 1024,
     batch_size: int = 32,
 ) -> pl.DataFrame:
-    """schemas.CROSS_ENCODER_SCORES aligned with `candidates` rows; no rows without a scorer.
+    """schemas.CROSS_ENCODER_SCORES, one row per candidate pair in the candidates' order; no rows
+    without a scorer.
 
     Readers left-join the scores (rerank.feature_frame), so an unscored pair's ai_score is null,
     a missing value to XGBoost, without storing a null for every pool pair (millions at corpus scale).

@@ -1,4 +1,5 @@
-"""The store's IO manager: a partition range's events stay small, reads and writes stay Dagster's."""
+"""The store's IO manager: a partition range's events stay small, reads return Dagster's rows, and writes
+are atomic, by column name, and create empty tables."""
 
 import dagster as dg
 import duckdb
