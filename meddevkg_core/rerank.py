@@ -442,7 +442,7 @@ def links_frame(decided: pl.DataFrame, chunk_rows: int = 1 << 20) -> pl.DataFram
     A rejected pair's evidence is null: every reader of evidence (graph edges, the app views, the
     demo) reads links only, and a rejected pair's signals stay in its candidate_pool row. Rendering
     them for every pool pair stored about 140 bytes of text per pair, 95% of them never read
-    (0.6 GB at 100K patents, about 4 GB for the paper's 30M-pair pool).
+    (0.6 GB at 100K patents; 2-4 GB for a full-scale pool of 16M-30M pairs).
 
     The strings are exactly those of `evidence` (floats are formatted from the exact binary
     value, half to even, as Python's format does), in slices of `chunk_rows` rows so the
