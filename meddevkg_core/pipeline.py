@@ -84,7 +84,7 @@ def rerank(candidates: pl.DataFrame, ce_scores: pl.DataFrame | None, gold: pl.Da
     features = feature_frame(candidates, ce_scores)
     if models is None:
         models = fit_fold_models(features if training is None else training, gold, config.rerank, vectors)
-    scored = decide(apply_fold_models(features, models), config.rerank)
+    scored = decide(apply_fold_models(features, models, vectors), config.rerank)
     return links_frame(with_ranks(scored, models, vectors, config.rerank)), models
 
 

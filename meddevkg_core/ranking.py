@@ -46,7 +46,7 @@ class PipelineScorer:
             for device in scores.device_ids:
                 mask = device_col == device
                 model, _ = self._models.model_for(device)
-                prob[mask] = model.predict(frame.filter(pl.Series(mask)))
+                prob[mask] = model.predict(frame.filter(pl.Series(mask)), self._vectors)
             rows = np.fromiter((row_of[d] for d in scores.device_ids), np.int64)
             out[np.repeat(rows, len(self._inputs.patent_ids)), c] = prob
         return out

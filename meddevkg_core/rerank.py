@@ -20,6 +20,7 @@ from sklearn.model_selection import GroupKFold
 
 from meddevkg_core import schemas
 from meddevkg_core.config import Admission, RerankConfig
+from meddevkg_core.known_links import KNOWN_LINK_FEATURES, KnownLinks
 from meddevkg_core.pair_features import POOL_FEATURES, YEAR_FEATURES, with_derived_features
 from meddevkg_core.text_adapter import TextAdapter, Vectors, device_ranks, fit_text_adapter, training_groups
 
@@ -28,13 +29,14 @@ FEATURES = (
     "has_tiers", "has_rescue", "is_same_company", "sim_raw",
 )
 EXTENDED_FEATURES = FEATURES + ("sim_z_device", "lexical", "entity_matches", "company_via_deal", *YEAR_FEATURES,
-                                 *POOL_FEATURES)
+                                 *POOL_FEATURES, *KNOWN_LINK_FEATURES)
 """The paper's 9 plus where the cosine stands within the device (z-score), a lexical similarity,
 how many entity keys are shared (not only the best one), whether the company match goes through
 an acquisition (METHOD.md §9 items 7, 10, 13), the patent's grant year against the device's year
 (a same-company patent from another product generation is the commonest hard negative) and where
-the pair stands within its device's pool (pair_features). Every one is the same whichever devices
-a run scores together."""
+the pair stands within its device's pool (pair_features), and how alike the pair's device is to
+another device the model knows the patent is linked to (known_links). Every one is the same
+whichever devices a run scores together."""
 CORPUS_FEATURES = EXTENDED_FEATURES + ("sim_z_patent",)
 """Plus where the cosine stands within the patent: its moments run over the devices of the Stage-2
 inputs, so the value is right in a run over every device (CLI, benchmark) but not in a run over
@@ -114,6 +116,14 @@ class RerankerModel:
     features: tuple[str, ...] = FEATURES
     bagged_json: tuple[str, ...] = ()
     """The other members of a bag (RerankConfig.bagging); the probability is the members' mean."""
+    known: KnownLinks = KnownLinks()
+    """Its training devices' gold links and embeddings, for KNOWN_LINK_FEATURES."""
+
+    @property
+    def input_columns(self) -> tuple[str, ...]:
+        """Columns `predict` reads: its features, with the ids in place of those it derives itself."""
+        own = [f for f in self.features if f not in KNOWN_LINK_FEATURES]
+        return (*own, "fda_id", "pat_id") if len(own) < len(self.features) else tuple(own)
 
     @cached_property
     def _boosters(self) -> tuple[xgb.Booster, ...]:
@@ -125,9 +135,12 @@ class RerankerModel:
             boosters.append(booster)
         return tuple(boosters)
 
-    def predict(self, features: pl.DataFrame) -> np.ndarray:
+    def predict(self, features: pl.DataFrame, vectors: Vectors | None = None) -> np.ndarray:
+        """Probabilities; `vectors` holds the devices' embeddings when the model compares devices."""
         if features.height == 0:
             return np.zeros(0, np.float32)
+        if set(KNOWN_LINK_FEATURES) & set(self.features):
+            features = self.known.features(features, vectors)
         x = matrix(features, self.features)
         out = np.zeros(features.height, np.float64)
         for booster in self._boosters:
@@ -136,13 +149,15 @@ class RerankerModel:
         return (out / len(self._boosters)).astype(np.float32)
 
     def to_json(self) -> str:
-        return json.dumps({f.name: getattr(self, f.name) for f in fields(self)})
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        return json.dumps(data | {"known": self.known.to_dict()})
 
     @staticmethod
     def from_json(text: str) -> RerankerModel:
         data = json.loads(text)
         data["features"] = tuple(data.get("features", FEATURES))
         data["bagged_json"] = tuple(data.get("bagged_json", ()))
+        data["known"] = KnownLinks.from_dict(data.get("known"))
         return RerankerModel(**data)
 
 
@@ -167,8 +182,26 @@ def bag(cfg: RerankConfig) -> list[RerankConfig]:
     return [cfg.model_copy(update={"seed": cfg.seed + 1000 * i}) for i in range(cfg.bagging)]
 
 
-def _bagged_proba(labeled: pl.DataFrame, cfg: RerankConfig, x: np.ndarray) -> np.ndarray | None:
-    """Mean probability over the bag's members trained on `labeled`; None if a sample lacks a class."""
+def _uses_known_links(cfg: RerankConfig) -> bool:
+    return bool(set(KNOWN_LINK_FEATURES) & set(feature_names(cfg)))
+
+
+def _knowing(labeled: pl.DataFrame, cfg: RerankConfig, vectors: Vectors | None) -> KnownLinks:
+    """What a model trained on `labeled` knows (nothing when its features do not use it)."""
+    return KnownLinks.of(labeled, vectors) if _uses_known_links(cfg) else KnownLinks()
+
+
+def _with_known(frame: pl.DataFrame, cfg: RerankConfig, known: KnownLinks, vectors: Vectors | None) -> pl.DataFrame:
+    return known.features(frame, vectors) if _uses_known_links(cfg) else frame
+
+
+def _bagged_proba(labeled: pl.DataFrame, cfg: RerankConfig, test: pl.DataFrame,
+                  vectors: Vectors | None) -> np.ndarray | None:
+    """Mean probability for `test` over the bag's members trained on `labeled`, both knowing the
+    links of `labeled` only; None if a sample lacks a class."""
+    known = _knowing(labeled, cfg, vectors)
+    labeled, test = _with_known(labeled, cfg, known, vectors), _with_known(test, cfg, known, vectors)
+    x = matrix(test, feature_names(cfg))
     out = np.zeros(len(x), np.float64)
     for member in bag(cfg):
         train = training_sample(labeled, member)
@@ -178,7 +211,8 @@ def _bagged_proba(labeled: pl.DataFrame, cfg: RerankConfig, x: np.ndarray) -> np
     return out / cfg.bagging
 
 
-def oof_probabilities(labeled: pl.DataFrame, cfg: RerankConfig, folds: int) -> np.ndarray:
+def oof_probabilities(labeled: pl.DataFrame, cfg: RerankConfig, folds: int,
+                      vectors: Vectors | None = None) -> np.ndarray:
     """Out-of-fold probabilities for labelled pool pairs, folds grouped by device."""
     prob = np.full(labeled.height, np.nan, np.float32)
     groups = labeled["fda_id"].to_numpy()
@@ -186,7 +220,7 @@ def oof_probabilities(labeled: pl.DataFrame, cfg: RerankConfig, folds: int) -> n
     if n_splits < 2:
         return prob
     for train_idx, test_idx in GroupKFold(n_splits=n_splits).split(np.zeros(len(groups)), groups=groups):
-        scores = _bagged_proba(labeled[train_idx], cfg, matrix(labeled[test_idx], feature_names(cfg)))
+        scores = _bagged_proba(labeled[train_idx], cfg, labeled[test_idx], vectors)
         if scores is not None:
             prob[test_idx] = scores
     return prob
@@ -201,14 +235,19 @@ def recall_threshold(prob: np.ndarray, labels: np.ndarray, target_recall: float)
     return float(pos[min(max(k, 0), len(pos) - 1)])
 
 
-def train_reranker(labeled: pl.DataFrame, cfg: RerankConfig, inner_folds: int | None = None) -> RerankerModel:
-    """Fit on every labelled pair; the cut-off comes from out-of-fold scores of those devices."""
+def train_reranker(labeled: pl.DataFrame, cfg: RerankConfig, inner_folds: int | None = None,
+                   vectors: Vectors | None = None) -> RerankerModel:
+    """Fit on every labelled pair; the cut-off comes from out-of-fold scores of those devices.
+
+    `vectors` (device embeddings) lets the model compare devices for KNOWN_LINK_FEATURES."""
     if cfg.decision_threshold is not None:
         threshold = cfg.decision_threshold
     else:
-        oof = oof_probabilities(labeled, cfg, inner_folds or cfg.folds)
+        oof = oof_probabilities(labeled, cfg, inner_folds or cfg.folds, vectors)
         in_pool = labeled["in_pool"].to_numpy() if "in_pool" in labeled.columns else np.ones(len(oof), bool)
         threshold = recall_threshold(oof[in_pool], labeled["label"].to_numpy()[in_pool], cfg.target_recall)
+    known = _knowing(labeled, cfg, vectors)
+    labeled = _with_known(labeled, cfg, known, vectors)
     samples = [(training_sample(labeled, member), member) for member in bag(cfg)]
     boosters = [_fit(train, member).get_booster().save_raw("json").decode("utf-8") for train, member in samples]
     train = samples[0][0]
@@ -216,7 +255,7 @@ def train_reranker(labeled: pl.DataFrame, cfg: RerankConfig, inner_folds: int | 
         booster_json=boosters[0], threshold=threshold,
         n_train_pairs=train.height, n_train_devices=train["fda_id"].n_unique(),
         has_ai_score=bool(labeled["ai_score"].is_not_null().any()), features=feature_names(cfg),
-        bagged_json=tuple(boosters[1:]),
+        bagged_json=tuple(boosters[1:]), known=known,
     )
 
 
@@ -274,13 +313,15 @@ def fit_fold_models(features: pl.DataFrame, gold: pl.DataFrame, cfg: RerankConfi
                     vectors: Vectors | None = None) -> FoldModels:
     """Train the full model and one model per device-grouped fold of the gold devices.
 
-    With `vectors` (and the text adapter enabled), a text adapter per fold and a full one too.
+    With `vectors` (and the text adapter enabled), a text adapter per fold and a full one too; the
+    models then also know their training devices' embeddings (KNOWN_LINK_FEATURES), and scoring
+    with them needs the devices' vectors.
     """
     labeled = label_pairs(features, gold)
     if labeled.height == 0 or labeled["label"].n_unique() < 2:
         raise ValueError("cannot train the reranker: the pool holds no gold positives and negatives")
     inner = min(3, cfg.folds)
-    full = train_reranker(labeled, cfg, inner_folds=inner)
+    full = train_reranker(labeled, cfg, inner_folds=inner, vectors=vectors)
     groups = labeled["fda_id"].unique().sort().to_numpy()
 
     def adapter(devices: np.ndarray) -> TextAdapter | None:
@@ -292,14 +333,16 @@ def fit_fold_models(features: pl.DataFrame, gold: pl.DataFrame, cfg: RerankConfi
 
     folds, fold_adapters = [], []
     for train_idx, test_idx in GroupKFold(n_splits=min(cfg.folds, len(groups))).split(groups, groups=groups):
-        model = train_reranker(labeled.filter(pl.col("fda_id").is_in(groups[train_idx])), cfg, inner_folds=inner)
+        model = train_reranker(labeled.filter(pl.col("fda_id").is_in(groups[train_idx])), cfg, inner_folds=inner,
+                               vectors=vectors)
         folds.append((tuple(sorted(groups[test_idx].tolist())), model))
         fold_adapters.append(adapter(groups[train_idx]))
     return FoldModels(full, tuple(folds), adapter(groups), tuple(fold_adapters))
 
 
-def apply_fold_models(features: pl.DataFrame, models: FoldModels) -> pl.DataFrame:
-    """Probabilities for every candidate, out-of-fold for gold devices (see FoldModels).
+def apply_fold_models(features: pl.DataFrame, models: FoldModels, vectors: Vectors | None = None) -> pl.DataFrame:
+    """Probabilities for every candidate, out-of-fold for gold devices (see FoldModels); `vectors`
+    holds the devices' embeddings when the models were trained with them.
 
     The result is `features` with three columns added, sorted by pair. Each model predicts from
     the feature columns of its rows only, and the pool is not copied (a Stage-2 pool is already
@@ -309,7 +352,7 @@ def apply_fold_models(features: pl.DataFrame, models: FoldModels) -> pl.DataFram
     fold_sets = [set(devices) for devices, _ in models.folds]
     ordered = _sorted_by_pair(features)
     if sum(map(len, fold_sets)) != len(set().union(*fold_sets)) or not _unique_pairs(features, ordered):
-        return _apply_fold_models_by_parts(features, models)
+        return _apply_fold_models_by_parts(features, models, vectors)
     n = features.height
     prob = np.zeros(n, np.float32)
     threshold = np.full(n, models.full.threshold, np.float32)
@@ -317,11 +360,11 @@ def apply_fold_models(features: pl.DataFrame, models: FoldModels) -> pl.DataFram
     fda_id = features["fda_id"]
     for devices, model in models.folds:
         rows = np.flatnonzero(fda_id.is_in(list(devices)).to_numpy())
-        prob[rows] = _predict(model, features, rows)
+        prob[rows] = _predict(model, features, rows, vectors)
         threshold[rows] = model.threshold
         out_of_fold[rows] = True
     rest = np.flatnonzero(~out_of_fold)
-    prob[rest] = _predict(models.full, features, rest)
+    prob[rest] = _predict(models.full, features, rest, vectors)
     out = features.with_columns(_chunked_like(features, [pl.Series("probability", prob, pl.Float32),
                                                          pl.Series("threshold", threshold, pl.Float32),
                                                          pl.Series("out_of_fold", out_of_fold, pl.Boolean)]))
@@ -348,12 +391,12 @@ PREDICT_ROWS = 1 << 20
 probability depends on that row only, so the chunking changes no value."""
 
 
-def _predict(model: RerankerModel, features: pl.DataFrame, rows: np.ndarray) -> np.ndarray:
+def _predict(model: RerankerModel, features: pl.DataFrame, rows: np.ndarray, vectors: Vectors | None) -> np.ndarray:
     out = np.empty(len(rows), np.float32)
-    columns = features.select(model.features)
+    columns = features.select(model.input_columns)
     for start in range(0, len(rows), PREDICT_ROWS):
         part = rows[start:start + PREDICT_ROWS]
-        out[start:start + len(part)] = model.predict(columns[part])
+        out[start:start + len(part)] = model.predict(columns[part], vectors)
     return out
 
 
@@ -381,18 +424,18 @@ def _sorted_by_pair(features: pl.DataFrame, chunk_rows: int = PREDICT_ROWS) -> b
                for start in range(0, max(ids.height - 1, 1), chunk_rows))
 
 
-def _apply_fold_models_by_parts(features: pl.DataFrame, models: FoldModels) -> pl.DataFrame:
+def _apply_fold_models_by_parts(features: pl.DataFrame, models: FoldModels, vectors: Vectors | None) -> pl.DataFrame:
     parts = []
     for devices, model in models.folds:
         part = features.filter(pl.col("fda_id").is_in(devices))
-        parts.append(_scored(part, model, True))
+        parts.append(_scored(part, model, True, vectors))
     held_out = [d for devices, _ in models.folds for d in devices]
-    parts.append(_scored(features.filter(~pl.col("fda_id").is_in(held_out)), models.full, False))
+    parts.append(_scored(features.filter(~pl.col("fda_id").is_in(held_out)), models.full, False, vectors))
     return pl.concat(parts, how="vertical_relaxed").sort("fda_id", "pat_id")
 
 
-def _scored(features: pl.DataFrame, model: RerankerModel, out_of_fold: bool) -> pl.DataFrame:
-    return features.with_columns(pl.Series("probability", model.predict(features), pl.Float32),
+def _scored(features: pl.DataFrame, model: RerankerModel, out_of_fold: bool, vectors: Vectors | None) -> pl.DataFrame:
+    return features.with_columns(pl.Series("probability", model.predict(features, vectors), pl.Float32),
                                  pl.lit(model.threshold, pl.Float32).alias("threshold"),
                                  pl.lit(out_of_fold).alias("out_of_fold"))
 

@@ -53,8 +53,9 @@ def _core_device_links(tables: dict[str, pl.DataFrame], resources: dict[str, Any
     ce = resources["cross_encoder"]
     scores = score_candidate_pairs(pool, devices, patents, ce.scorer(), ce.config().max_chars, ce.config().batch_size)
     models = FoldModels.from_frame(tables["reranker_model"])
-    scored = decide(apply_fold_models(feature_frame(pool, scores), models), config.rerank)
-    ranked = with_ranks(scored, models, Vectors.of(vectors, tables["patent_embeddings"]), config.rerank)
+    embeddings = Vectors.of(vectors, tables["patent_embeddings"])
+    scored = decide(apply_fold_models(feature_frame(pool, scores), models, embeddings), config.rerank)
+    ranked = with_ranks(scored, models, embeddings, config.rerank)
     return links_frame(ranked).height
 
 

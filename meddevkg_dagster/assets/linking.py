@@ -156,8 +156,9 @@ def reranked_links(context: dg.AssetExecutionContext, pipeline_config: PipelineC
     pair's rank within its device."""
     cfg = pipeline_config.config().rerank
     models = FoldModels.from_frame(reranker_model)
-    scored = decide(apply_fold_models(feature_frame(candidate_pool, cross_encoder_scores), models), cfg)
-    out = links_frame(with_ranks(scored, models, Vectors.of(device_embeddings, patent_embeddings), cfg))
+    vectors = Vectors.of(device_embeddings, patent_embeddings)
+    scored = decide(apply_fold_models(feature_frame(candidate_pool, cross_encoder_scores), models, vectors), cfg)
+    out = links_frame(with_ranks(scored, models, vectors, cfg))
     kept = out.filter(pl.col("decision"))
     return dg.Output(out, metadata=table_metadata(
         out, links_kept=kept.height, immune=int(out["immune"].sum()),

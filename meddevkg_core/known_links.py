@@ -1,0 +1,105 @@
+"""Links already known for other devices, as a reranker feature.
+
+A company marks a product line's devices with the same patents: successive generations of a
+stent, a defibrillator or an ablation catheter share some of their IP (on the benchmark, 53 of
+the 426 gold links are to a patent that is gold for another device too, always of the same
+company). And a patent linked to one device is, for another device of the same company, usually
+the other product's IP: in the benchmark's pools of gold devices, 4,758 pairs are to another gold
+device's patent and 53 of them are gold. The feature is the highest cosine between the pair's
+device and another device known to be linked to the pair's patent (null when there is none), so
+the classifier can weigh how alike the two devices are. Out of fold (issue 6, three seeds) it
+learned mostly the second case: FPR at 90% recall fell from 11.2% to 8.5% and gold links to
+patents no other device has rose, while links to a patent shared with a sibling fell in rank.
+
+A model knows the links of the devices it was trained on, and their embeddings, and carries them
+with it (RerankerModel.known): a fold model knows only its training devices, so a held-out device
+is never scored with its own links or with another held-out device's. A training row never counts
+its own device's link (leave one device out), so training sees the feature as a device outside
+the model would.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from meddevkg_core.embeddings import l2_normalise
+from meddevkg_core.text_adapter import Vectors
+
+KNOWN_LINK_FEATURES = ("known_link_device_sim",)
+"""The highest cosine of the pair's device to another device known to be linked to its patent."""
+
+_IDS = ["fda_id", "pat_id"]
+
+
+@dataclass(frozen=True)
+class KnownLinks:
+    """The gold links of a model's training devices and those devices' unit embeddings."""
+
+    links: tuple[tuple[str, str], ...] = ()
+    device_ids: tuple[str, ...] = ()
+    vectors_b64: str = ""
+    """float32 rows of `device_ids`, base64: a model is stored as JSON text."""
+
+    @staticmethod
+    def of(labeled: pl.DataFrame, vectors: Vectors | None) -> KnownLinks:
+        """The distinct positives of a labelled frame, with their devices' vectors when given."""
+        positives = labeled.filter(pl.col("label") == 1).select(_IDS).unique().sort(_IDS)
+        links = tuple(positives.iter_rows())
+        if vectors is None:
+            return KnownLinks(links)
+        devices = tuple(d for d in positives["fda_id"].unique().sort().to_list() if vectors.has_device(d))
+        matrix = l2_normalise(vectors.devices(devices)) if devices else np.zeros((0, 0), np.float32)
+        return KnownLinks(links, devices, base64.b64encode(np.ascontiguousarray(matrix).tobytes()).decode("ascii"))
+
+    @cached_property
+    def _matrix(self) -> np.ndarray:
+        flat = np.frombuffer(base64.b64decode(self.vectors_b64), np.float32)
+        return flat.reshape(len(self.device_ids), -1) if self.device_ids else flat.reshape(0, 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"links": [list(link) for link in self.links], "device_ids": list(self.device_ids),
+                "vectors_b64": self.vectors_b64}
+
+    @staticmethod
+    def from_dict(data: dict[str, Any] | None) -> KnownLinks:
+        data = data or {}
+        return KnownLinks(tuple((f, p) for f, p in data.get("links", ())), tuple(data.get("device_ids", ())),
+                          data.get("vectors_b64", ""))
+
+    def features(self, pairs: pl.DataFrame, vectors: Vectors | None) -> pl.DataFrame:
+        """`pairs` with KNOWN_LINK_FEATURES (a column of that name is replaced).
+
+        `vectors` must hold the pairs' devices when these links come with vectors; a model trained
+        without vectors cannot compare devices (null), in training and scoring alike."""
+        similarity = pl.Series(KNOWN_LINK_FEATURES[0], self._best_similarity(pairs, vectors), pl.Float32)
+        return pairs.drop(KNOWN_LINK_FEATURES, strict=False).with_columns(similarity.fill_nan(None))
+
+    def _best_similarity(self, pairs: pl.DataFrame, vectors: Vectors | None) -> np.ndarray:
+        best = np.full(pairs.height, np.nan, np.float32)
+        if not self.device_ids:
+            return best
+        if vectors is None:
+            raise ValueError("this reranker compares devices by their embeddings: pass the device vectors to score")
+        known_row = {d: i for i, d in enumerate(self.device_ids)}
+        links = pl.DataFrame(list(self.links), schema={"_other": pl.String, "pat_id": pl.String}, orient="row")
+        matches = (pairs.select(_IDS).with_row_index("_row")
+                   .join(links, on="pat_id", how="inner")
+                   .filter((pl.col("_other") != pl.col("fda_id")) & pl.col("_other").is_in(list(known_row))))
+        devices = [d for d in matches["fda_id"].unique().to_list() if vectors.has_device(d)]
+        matches = matches.filter(pl.col("fda_id").is_in(devices))
+        if matches.height == 0:
+            return best
+        query_row = {d: i for i, d in enumerate(devices)}
+        query = l2_normalise(vectors.devices(devices))
+        q = query[[query_row[d] for d in matches["fda_id"].to_list()]]
+        k = self._matrix[[known_row[d] for d in matches["_other"].to_list()]]
+        cosine = pl.DataFrame({"_row": matches["_row"], "cosine": (q * k).sum(axis=1)})
+        top = cosine.group_by("_row").agg(pl.col("cosine").max())
+        best[top["_row"].to_numpy()] = top["cosine"].to_numpy()
+        return best
