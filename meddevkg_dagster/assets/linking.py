@@ -143,6 +143,7 @@ def reranker_model(context: dg.AssetExecutionContext, pipeline_config: PipelineC
         out, threshold=round(models.full.threshold, 4), train_pairs=models.full.n_train_pairs,
         train_devices=models.full.n_train_devices, folds=len(models.folds),
         has_ai_score=models.full.has_ai_score, text_adapter=models.full_adapter is not None,
+        known_links=len(models.full.known.links), known_link_devices=len(models.full.known.device_ids),
         seconds=t["seconds"]))
 
 

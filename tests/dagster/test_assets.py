@@ -54,6 +54,7 @@ def test_full_graph_materialises_with_checks_and_metadata(harness):
             and [e.event_specific_data.materialization for e in result.get_asset_materialization_events()]}
     assert "pool_recall" in mats["link_evaluation"]
     assert mats["reranker_model"]["text_adapter"].value is True
+    assert mats["reranker_model"]["known_links"].value > 0 and mats["reranker_model"]["known_link_devices"].value > 0
     assert "not configured" in mats["cross_encoder_scores"]["cross_encoder"].value or \
         "none configured" in mats["cross_encoder_scores"]["cross_encoder"].value
 
