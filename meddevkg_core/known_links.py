@@ -39,7 +39,7 @@ _IDS = ["fda_id", "pat_id"]
 
 @dataclass(frozen=True)
 class KnownLinks:
-    """The gold links of a model's training devices and those devices' unit embeddings."""
+    """The gold links among a model's training rows and their devices' unit embeddings."""
 
     links: tuple[tuple[str, str], ...] = ()
     device_ids: tuple[str, ...] = ()
