@@ -2,6 +2,7 @@
 
 import dagster as dg
 import polars as pl
+from dagster_duckdb import DuckDBResource
 
 from meddevkg_core import schemas
 from meddevkg_core.candidates import Stage2Inputs, collect_candidates
@@ -22,10 +23,11 @@ from meddevkg_core.text_adapter import Vectors
 from meddevkg_core.training_pairs import training_pairs as build_training_pairs
 from meddevkg_dagster.assets.sources import ontology_from_table
 from meddevkg_dagster.lib import log_progress, partition_keys, stopwatch, stored_table, table_metadata
-from meddevkg_dagster.partitions import DEVICE_BACKFILL, all_patent_years, pma_devices
+from meddevkg_dagster.partitions import ALL_PATENT_YEARS, DEVICE_BACKFILL, all_patent_years, pma_devices
 from meddevkg_dagster.resources import (
     DUCKDB_POOL,
     GPU_TAG,
+    WAREHOUSE_SCHEMA,
     CorpusResource,
     CrossEncoderResource,
     PipelineConfigResource,
@@ -88,22 +90,36 @@ def candidate_pool(context: dg.AssetExecutionContext, corpus: CorpusResource,
 
 
 @dg.asset(group_name="rerank", pool=DUCKDB_POOL, op_tags=GPU_TAG, kinds={"pytorch", "duckdb"},
-          ins={**all_patent_years("patents"), "candidate_pool": POOL_KEYS},
+          ins={"candidate_pool": POOL_KEYS}, deps=[dg.AssetDep("patents", partition_mapping=ALL_PATENT_YEARS)],
           metadata=_by_device(schemas.CROSS_ENCODER_SCORES), **DEVICE_PARTITIONED)
 def cross_encoder_scores(context: dg.AssetExecutionContext, cross_encoder: CrossEncoderResource,
-                         candidate_pool: pl.DataFrame, pma_documents: pl.DataFrame,
-                         patents: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+                         warehouse: DuckDBResource, candidate_pool: pl.DataFrame,
+                         pma_documents: pl.DataFrame) -> dg.Output[pl.DataFrame]:
     """Cross-encoder relevance per candidate pair; no rows when none is configured (reranked_links then
-    reads ai_score as a missing feature)."""
+    reads ai_score as a missing feature).
+
+    The patents are a dependency, not a loaded input: with a scorer only the texts of the pool's
+    patents are read, and without one nothing is (the whole corpus's text at full scale)."""
     scorer = cross_encoder.scorer()
     cfg = cross_encoder.config()
     with stopwatch() as t:
+        patents = (_pool_patent_texts(warehouse, candidate_pool) if scorer is not None
+                   else pl.DataFrame(schema={"pat_id": pl.String, "text": pl.String}))
         out = score_candidate_pairs(candidate_pool, pma_documents, patents, scorer, cfg.max_chars, cfg.batch_size)
     status = scorer.model_id if scorer else "none configured: ai_score is missing and XGBoost treats it as such"
     if scorer is None:
         context.log.warning("no cross-encoder configured (MEDDEVKG_CROSS_ENCODER): ai_score left missing")
     return dg.Output(out, metadata=table_metadata(out, cross_encoder=status, pool_pairs=candidate_pool.height,
                                                   seconds=t["seconds"]))
+
+
+def _pool_patent_texts(warehouse: DuckDBResource, pool: pl.DataFrame) -> pl.DataFrame:
+    """pat_id and text of the patents in `pool` (every year partition)."""
+    ids = pool.select(pl.col("pat_id").unique()).to_arrow()
+    with warehouse.get_connection() as con:
+        con.register("pool_patent_ids", ids)
+        return con.sql(f"select pat_id, text from {WAREHOUSE_SCHEMA}.patents "
+                       "where pat_id in (select pat_id from pool_patent_ids)").pl()
 
 
 @dg.asset(group_name="rerank", pool=DUCKDB_POOL, kinds={"numpy", "duckdb"},

@@ -6,6 +6,7 @@ import polars as pl
 import pytest
 
 from meddevkg_core.corpus import read_corpus
+from meddevkg_dagster.definitions import defs
 from tests.dagster.conftest import ASSETS
 
 
@@ -57,6 +58,21 @@ def test_full_graph_materialises_with_checks_and_metadata(harness):
     assert mats["reranker_model"]["known_links"].value > 0 and mats["reranker_model"]["known_link_devices"].value > 0
     assert "not configured" in mats["cross_encoder_scores"]["cross_encoder"].value or \
         "none configured" in mats["cross_encoder_scores"]["cross_encoder"].value
+
+
+def _inputs_loaded(result, step: str) -> set[str]:
+    return {e.event_specific_data.input_name for run in result.results for e in run.all_events
+            if e.event_type == dg.DagsterEventType.LOADED_INPUT and e.step_key == step}
+
+
+def test_without_a_cross_encoder_the_step_reads_no_patent_text(harness):
+    keys = _all_devices(harness)
+    result = harness.materialize(partition_range=(keys[0], keys[-1]))
+    assert result.success
+    assert _inputs_loaded(result, "cross_encoder_scores") == {"candidate_pool", "pma_documents"}
+    assert harness.table("cross_encoder_scores").height == 0
+    graph = defs.resolve_asset_graph()
+    assert dg.AssetKey("patents") in graph.get(dg.AssetKey("cross_encoder_scores")).parent_keys  # lineage kept
 
 
 def test_a_configured_cross_encoder_scores_every_pool_pair(harness, tiny_bert):
