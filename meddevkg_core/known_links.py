@@ -80,17 +80,24 @@ class KnownLinks:
         similarity = pl.Series(KNOWN_LINK_FEATURES[0], self._best_similarity(pairs, vectors), pl.Float32)
         return pairs.drop(KNOWN_LINK_FEATURES, strict=False).with_columns(similarity.fill_nan(None))
 
+    @cached_property
+    def _links_with_vectors(self) -> pl.DataFrame:
+        """(_other, pat_id, _k): the links whose device has a vector, `_k` its row of `_matrix`.
+        Built once per model: the benchmark's ranking scores device by device."""
+        rows = pl.DataFrame({"_other": list(self.device_ids), "_k": list(range(len(self.device_ids)))},
+                            schema={"_other": pl.String, "_k": pl.Int64})
+        links = pl.DataFrame(list(self.links), schema={"_other": pl.String, "pat_id": pl.String}, orient="row")
+        return links.join(rows, on="_other", how="inner")
+
     def _best_similarity(self, pairs: pl.DataFrame, vectors: Vectors | None) -> np.ndarray:
         best = np.full(pairs.height, np.nan, np.float32)
         if not self.device_ids:
             return best
         if vectors is None:
             raise ValueError("this reranker compares devices by their embeddings: pass the device vectors to score")
-        known_row = {d: i for i, d in enumerate(self.device_ids)}
-        links = pl.DataFrame(list(self.links), schema={"_other": pl.String, "pat_id": pl.String}, orient="row")
         matches = (pairs.select(_IDS).with_row_index("_row")
-                   .join(links, on="pat_id", how="inner")
-                   .filter((pl.col("_other") != pl.col("fda_id")) & pl.col("_other").is_in(list(known_row))))
+                   .join(self._links_with_vectors, on="pat_id", how="inner")
+                   .filter(pl.col("_other") != pl.col("fda_id")))
         devices = [d for d in matches["fda_id"].unique().to_list() if vectors.has_device(d)]
         matches = matches.filter(pl.col("fda_id").is_in(devices))
         if matches.height == 0:
@@ -98,7 +105,7 @@ class KnownLinks:
         query_row = {d: i for i, d in enumerate(devices)}
         query = l2_normalise(vectors.devices(devices))
         q = query[[query_row[d] for d in matches["fda_id"].to_list()]]
-        k = self._matrix[[known_row[d] for d in matches["_other"].to_list()]]
+        k = self._matrix[matches["_k"].to_numpy()]
         cosine = pl.DataFrame({"_row": matches["_row"], "cosine": (q * k).sum(axis=1)})
         top = cosine.group_by("_row").agg(pl.col("cosine").max())
         best[top["_row"].to_numpy()] = top["cosine"].to_numpy()
