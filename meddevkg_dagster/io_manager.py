@@ -56,11 +56,36 @@ class PartitionRangePolarsTypeHandler(DuckDBPolarsTypeHandler):
         context.add_output_metadata(metadata)
 
     def load_input(self, context: InputContext, table_slice: TableSlice, connection) -> pl.DataFrame:
-        """Dagster's handler reads an Arrow stream into Polars; `.pl()` gives the same frame in about
-        a third of the time (a 4.3M-row candidate pool: 0.7 s instead of 1.7 s)."""
+        """Dagster's rows in the table's order (see `select_statement`). Dagster's handler reads an
+        Arrow stream into Polars; `.pl()` gives the same frame in about a third of the time (a
+        4.3M-row candidate pool: 0.7 s instead of 1.7 s)."""
         if table_slice.partition_dimensions and len(context.asset_partition_keys) == 0:
             return pl.DataFrame()
-        return connection.execute(DuckDbClient.get_select_statement(table_slice)).pl()
+        return connection.execute(*select_statement(table_slice)).pl()
+
+
+def select_statement(table_slice: TableSlice) -> tuple[str, list]:
+    """DuckDbClient's statement and its parameters, with each list of partition keys tested by
+    `list_contains` (within the keys' range, which DuckDB checks against its row groups' min-max).
+
+    Dagster's `expr in ('a', 'b', ...)` becomes a join in DuckDB once the list is long, and a join
+    does not keep the table's order: a 434-device pool, written sorted by pair, came back in 2,374
+    runs of devices, and the reranker then checked and sorted 4.3M pairs again (1.5 s of a 42 s
+    backfill). A filter keeps the order, and was faster than the join (0.92 s against 1.11 s)."""
+    dims: Sequence[TablePartitionDimension] = table_slice.partition_dimensions or ()
+    if not dims or not all(isinstance(d.partitions, list) and d.partitions for d in dims):
+        return DuckDbClient.get_select_statement(table_slice), []
+    columns = ", ".join(table_slice.columns) if table_slice.columns else "*"
+    where, params = [], []
+    for d in dims:
+        keys = [str(k) for k in d.partitions]
+        n = len(params)
+        # keys are strings: the expression is compared as text, as Dagster's quoted keys are
+        expr = f"cast({d.partition_expr} as varchar)"
+        where.append(f"{expr} between ${n + 1} and ${n + 2} and list_contains(${n + 3}::varchar[], {expr})")
+        params += [min(keys), max(keys), keys]
+    return (f"SELECT {columns} FROM {table_slice.schema}.{table_slice.table} WHERE\n" + " AND\n".join(where),
+            params)
 
 
 def compact_partition_list(dimension: TablePartitionDimension) -> str:
