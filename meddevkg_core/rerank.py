@@ -10,6 +10,7 @@ device (device-grouped folds), and every cut-off is chosen on training devices o
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from functools import cached_property
 
@@ -22,7 +23,14 @@ from meddevkg_core import schemas
 from meddevkg_core.config import Admission, RerankConfig
 from meddevkg_core.known_links import KNOWN_LINK_FEATURES, KnownLinks
 from meddevkg_core.pair_features import POOL_FEATURES, YEAR_FEATURES, with_derived_features
-from meddevkg_core.text_adapter import TextAdapter, Vectors, device_ranks, fit_text_adapter, training_groups
+from meddevkg_core.text_adapter import (
+    TextAdapter,
+    Vectors,
+    device_ranks,
+    fit_text_adapter,
+    ranked_patents,
+    training_groups,
+)
 
 FEATURES = (
     "score_company", "score_vector", "score_entity", "score_total", "ai_score",
@@ -448,6 +456,22 @@ def with_ranks(scored: pl.DataFrame, models: FoldModels, vectors: Vectors | None
     rank, text_sim = device_ranks(ordered, models.adapter_for, vectors, cfg.text_adapter)
     columns = [pl.Series("rank", rank, pl.Int32), pl.Series("text_sim", text_sim, pl.Float32).fill_nan(None)]
     return ordered.with_columns(_chunked_like(ordered, columns))
+
+
+def rank_pool(candidates: pl.DataFrame, ce_scores: pl.DataFrame | None, models: FoldModels,
+              device_embeddings: pl.DataFrame, patent_embeddings_of: Callable[[pl.Series], pl.DataFrame],
+              cfg: RerankConfig) -> pl.DataFrame:
+    """Stage 3 over a pool (probabilities, decisions, ranks) as LINKS, reading patent vectors for
+    the text adapters' top pairs only: `patent_embeddings_of(pat_ids)` returns their EMBEDDINGS rows.
+
+    The same rows as `with_ranks` over every patent's vector: the probabilities need the devices'
+    vectors alone (known links), and the ranks read those of `ranked_patents`."""
+    no_patents = schemas.empty(schemas.EMBEDDINGS)
+    scored = decide(apply_fold_models(feature_frame(candidates, ce_scores), models,
+                                      Vectors.of(device_embeddings, no_patents)), cfg)
+    wanted = ranked_patents(scored, cfg.text_adapter)
+    vectors = Vectors.of(device_embeddings, patent_embeddings_of(wanted) if wanted.len() else no_patents)
+    return links_frame(with_ranks(scored, models, vectors, cfg))
 
 
 def decide(scored: pl.DataFrame, cfg: RerankConfig) -> pl.DataFrame:

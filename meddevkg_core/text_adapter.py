@@ -186,6 +186,18 @@ def similarity_of(adapter: TextAdapter, vectors: Vectors, fda_id: str,
     return of
 
 
+def ranked_patents(scored: pl.DataFrame, cfg: TextAdapterConfig) -> pl.Series:
+    """The patents whose vectors `device_ranks` reads: each device's `top_k` pairs by probability,
+    and any pair tied with its k-th, so the set never depends on the tie-break (sorted ids).
+
+    A caller that holds no patent vectors reads just these: at most top_k per device, where the
+    corpus's are a GB at 698K patents."""
+    if not cfg.enabled or scored.height == 0:
+        return pl.Series("pat_id", [], pl.String)
+    kth = pl.col("probability").top_k(cfg.top_k).min().over("fda_id")
+    return scored.filter(pl.col("probability") >= kth)["pat_id"].unique().sort()
+
+
 def device_ranks(scored: pl.DataFrame, adapter_for: Callable[[str], TextAdapter | None],
                  vectors: Vectors | None, cfg: TextAdapterConfig) -> tuple[np.ndarray, np.ndarray]:
     """`rank` within each device (1 = first) and `text_sim` (NaN where none) for each row of `scored`.

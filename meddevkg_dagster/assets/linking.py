@@ -10,15 +10,7 @@ from meddevkg_core.companies import build_company_dictionary, company_match_tabl
 from meddevkg_core.config import PipelineConfig
 from meddevkg_core.cross_encoder import score_candidate_pairs
 from meddevkg_core.pipeline import stage2_inputs
-from meddevkg_core.rerank import (
-    FoldModels,
-    apply_fold_models,
-    decide,
-    feature_frame,
-    fit_fold_models,
-    links_frame,
-    with_ranks,
-)
+from meddevkg_core.rerank import FoldModels, fit_fold_models, rank_pool
 from meddevkg_core.text_adapter import Vectors
 from meddevkg_core.training_pairs import training_pairs as build_training_pairs
 from meddevkg_dagster.assets.sources import ontology_from_table
@@ -164,20 +156,31 @@ def reranker_model(context: dg.AssetExecutionContext, pipeline_config: PipelineC
 
 
 @dg.asset(group_name="rerank", pool=DUCKDB_POOL, kinds={"xgboost", "duckdb"},
-          ins=all_patent_years("patent_embeddings"), metadata=_by_device(schemas.LINKS), **DEVICE_PARTITIONED)
+          deps=[dg.AssetDep("patent_embeddings", partition_mapping=ALL_PATENT_YEARS)],
+          metadata=_by_device(schemas.LINKS), **DEVICE_PARTITIONED)
 def reranked_links(context: dg.AssetExecutionContext, pipeline_config: PipelineConfigResource,
-                   candidate_pool: pl.DataFrame, cross_encoder_scores: pl.DataFrame,
-                   reranker_model: pl.DataFrame, device_embeddings: pl.DataFrame,
-                   patent_embeddings: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+                   warehouse: DuckDBResource, candidate_pool: pl.DataFrame, cross_encoder_scores: pl.DataFrame,
+                   reranker_model: pl.DataFrame, device_embeddings: pl.DataFrame) -> dg.Output[pl.DataFrame]:
     """Final links: probability (out-of-fold for gold devices), decision, immunity, evidence and each
-    pair's rank within its device."""
+    pair's rank within its device.
+
+    The patent vectors are a dependency, not a loaded input: the ranks read those of each device's
+    top pairs only (at most `top_k` per device, not the corpus's)."""
     cfg = pipeline_config.config().rerank
     models = FoldModels.from_frame(reranker_model)
-    vectors = Vectors.of(device_embeddings, patent_embeddings)
-    scored = decide(apply_fold_models(feature_frame(candidate_pool, cross_encoder_scores), models, vectors), cfg)
-    out = links_frame(with_ranks(scored, models, vectors, cfg))
+    out = rank_pool(candidate_pool, cross_encoder_scores, models, device_embeddings,
+                    lambda pat_ids: _patent_vectors(warehouse, pat_ids), cfg)
     kept = out.filter(pl.col("decision"))
     return dg.Output(out, metadata=table_metadata(
         out, links_kept=kept.height, immune=int(out["immune"].sum()),
         noise_reduction=round(1 - kept.height / out.height, 4) if out.height else None,
         text_adapter=models.full_adapter is not None))
+
+
+def _patent_vectors(warehouse: DuckDBResource, pat_ids: pl.Series) -> pl.DataFrame:
+    """The stored embeddings of `pat_ids` (every year partition)."""
+    ids = pat_ids.to_frame("pat_id").to_arrow()
+    with warehouse.get_connection() as con:
+        con.register("ranked_patent_ids", ids)
+        return con.sql(f"select doc_id, content_hash, embedding from {WAREHOUSE_SCHEMA}.patent_embeddings "
+                       "where doc_id in (select pat_id from ranked_patent_ids)").pl()

@@ -16,8 +16,10 @@ from meddevkg_core.rerank import (
     fit_fold_models,
     label_pairs,
     links_frame,
+    rank_pool,
     recall_threshold,
     training_sample,
+    with_ranks,
 )
 
 CFG = RerankConfig(n_estimators=20, folds=4)
@@ -228,3 +230,46 @@ def test_links_frame_identical_to_before(bench_stage3):
     for frame in (odd, odd.with_columns(pl.col("ai_score").cast(pl.Float64)), odd.drop("ai_score", "shared_terms"),
                   odd.with_columns(pl.col("admitted_by").cast(pl.Categorical))):
         assert links_frame(frame, chunk_rows=1_000).equals(_links_frame_before(frame))
+
+
+def _embeddings(ids, matrix: np.ndarray) -> pl.DataFrame:
+    return pl.DataFrame({"doc_id": list(ids), "content_hash": [""] * len(ids),
+                         "embedding": pl.Series(matrix.astype(np.float32)).cast(pl.List(pl.Float32))})
+
+
+def test_rank_pool_reads_the_top_pairs_vectors_only_and_ranks_as_with_every_vector():
+    from meddevkg_core import scale_bench
+    from meddevkg_core.config import PipelineConfig, TextAdapterConfig
+    from meddevkg_core.text_adapter import Vectors
+
+    corpus = scale_bench.synthetic_corpus(3_000, 20, seed=0)
+    inputs = scale_bench.stage2_inputs(corpus, PipelineConfig())
+    pool = generate_candidates(inputs, PipelineConfig().candidates)
+    gold = scale_bench.synthetic_gold(pool, n_devices=8, seed=0)
+    vectors = Vectors.of_inputs(inputs)
+    cfg = RerankConfig(n_estimators=20, folds=4, text_adapter=TextAdapterConfig(top_k=5, epochs=2))
+    features = feature_frame(pool, None)
+    models = fit_fold_models(features.filter(pl.col("fda_id").is_in(gold["fda_id"].unique().implode())), gold,
+                             cfg, vectors)
+    assert models.full_adapter is not None and len(models.full.known.links) > 0
+    expected = links_frame(with_ranks(decide(apply_fold_models(features, models, vectors), cfg), models, vectors,
+                                      cfg))
+    patents = _embeddings(vectors.patent_ids, vectors.patent_vectors)
+    asked: list[pl.Series] = []
+
+    def patent_embeddings_of(pat_ids: pl.Series) -> pl.DataFrame:
+        asked.append(pat_ids)
+        return patents.filter(pl.col("doc_id").is_in(pat_ids.implode()))
+
+    got = rank_pool(pool, None, models, _embeddings(vectors.device_ids, vectors.device_vectors),
+                    patent_embeddings_of, cfg)
+    assert got.equals(expected)
+    [ids] = asked
+    devices = pool["fda_id"].n_unique()
+    assert got["text_sim"].is_not_null().sum() == devices * 5
+    ranked = set(got.filter(pl.col("text_sim").is_not_null())["pat_id"])
+    assert ranked <= set(ids) and ids.len() < pool["pat_id"].n_unique() / 2  # each device's top 5 (and ties)
+    off = cfg.model_copy(update={"text_adapter": cfg.text_adapter.model_copy(update={"enabled": False})})
+    asked.clear()
+    assert rank_pool(pool, None, models, _embeddings(vectors.device_ids, vectors.device_vectors),
+                     patent_embeddings_of, off)["text_sim"].is_null().all() and asked == []

@@ -65,14 +65,20 @@ def _inputs_loaded(result, step: str) -> set[str]:
             if e.event_type == dg.DagsterEventType.LOADED_INPUT and e.step_key == step}
 
 
-def test_without_a_cross_encoder_the_step_reads_no_patent_text(harness):
+def test_device_steps_read_only_the_patent_data_they_use(harness):
+    """Without a cross-encoder no patent text is read; the reranker reads the vectors of each
+    device's top pairs from the store (rank_pool's test: the same ranks as with every vector)."""
     keys = _all_devices(harness)
     result = harness.materialize(partition_range=(keys[0], keys[-1]))
     assert result.success
     assert _inputs_loaded(result, "cross_encoder_scores") == {"candidate_pool", "pma_documents"}
     assert harness.table("cross_encoder_scores").height == 0
-    graph = defs.resolve_asset_graph()
-    assert dg.AssetKey("patents") in graph.get(dg.AssetKey("cross_encoder_scores")).parent_keys  # lineage kept
+    assert _inputs_loaded(result, "reranked_links") == {"candidate_pool", "cross_encoder_scores", "reranker_model",
+                                                        "device_embeddings"}
+    assert harness.table("reranked_links")["text_sim"].is_not_null().any()
+    graph = defs.resolve_asset_graph()  # lineage kept
+    assert dg.AssetKey("patents") in graph.get(dg.AssetKey("cross_encoder_scores")).parent_keys
+    assert dg.AssetKey("patent_embeddings") in graph.get(dg.AssetKey("reranked_links")).parent_keys
 
 
 def test_a_configured_cross_encoder_scores_every_pool_pair(harness, tiny_bert):
