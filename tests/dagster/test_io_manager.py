@@ -183,3 +183,22 @@ def test_an_empty_output_creates_its_typed_table_for_readers_downstream(tmp_path
             ("fda_id", "VARCHAR"), ("n", "BIGINT"), ("label", "VARCHAR")]
         assert con.execute("select rows_read from s.shaped_count").fetchall() == [(0,)]
     assert _shaped(tmp_path, instance, "stored").success and _stored(tmp_path).height == len(KEYS)
+
+
+def test_a_large_frame_is_written_in_batches_and_keeps_its_order(tmp_path):
+    from types import SimpleNamespace
+
+    from meddevkg_dagster.io_manager import INSERT_BATCH_ROWS, PartitionRangePolarsTypeHandler, in_batches
+
+    n = 3 * INSERT_BATCH_ROWS + 17
+    frame = pl.DataFrame({"fda_id": [f"P{i // 1000:04d}" for i in range(n)], "n": range(n)})
+    batches = in_batches(frame).to_batches()
+    assert len(batches) == 4 and batches[-1].num_rows == 17  # one chunk in, DuckDB can scan on every core
+    assert in_batches(frame.clear()).num_rows == 0 and in_batches(frame.clear()).schema == frame.to_arrow().schema
+    metadata = {}
+    context = SimpleNamespace(has_asset_partitions=False, add_output_metadata=metadata.update)
+    with duckdb.connect(str(tmp_path / "t.duckdb")) as con:
+        con.execute("create schema s")
+        PartitionRangePolarsTypeHandler().handle_output(context, TableSlice(table="t", schema="s"), frame, con)
+        stored = con.sql("select * from s.t").pl()
+    assert stored.equals(frame) and metadata["row_count"] == n
