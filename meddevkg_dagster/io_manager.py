@@ -9,11 +9,14 @@ per event, about 8 GB per backfill). For an output spanning several partitions t
 is left out and the query names the first and last keys and how many lie between; an output of
 one partition (a schedule's new device, a one-device backfill) keeps both as Dagster writes them.
 
-Writes differ from Dagster's in three ways. An output's delete of its partitions and its insert are
+Writes differ from Dagster's in four ways. An output's delete of its partitions and its insert are
 one transaction: a failed write leaves the previous rows, never a table with the partitions deleted
 and nothing in their place. Rows are inserted by column name, so a frame whose columns are in
 another order than the stored table's fails instead of shifting values into the wrong columns. An
-empty output still creates its (empty, typed) table, so readers downstream find it.
+empty output still creates its (empty, typed) table, so readers downstream find it. A frame goes to
+DuckDB in record batches, which it inserts on every core (`in_batches`).
+
+Reads return Dagster's rows in the table's order (`select_statement`).
 """
 
 from __future__ import annotations
