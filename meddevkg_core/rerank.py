@@ -467,10 +467,10 @@ def rank_pool(candidates: pl.DataFrame, ce_scores: pl.DataFrame | None, models: 
     The same rows as `with_ranks` over every patent's vector: the probabilities need the devices'
     vectors alone (known links), and the ranks read those of `ranked_patents`."""
     no_patents = schemas.empty(schemas.EMBEDDINGS)
-    scored = decide(apply_fold_models(feature_frame(candidates, ce_scores), models,
-                                      Vectors.of(device_embeddings, no_patents)), cfg)
+    devices = Vectors.of(device_embeddings, no_patents)
+    scored = decide(apply_fold_models(feature_frame(candidates, ce_scores), models, devices), cfg)
     wanted = ranked_patents(scored, cfg.text_adapter)
-    vectors = Vectors.of(device_embeddings, patent_embeddings_of(wanted) if wanted.len() else no_patents)
+    vectors = devices.with_patents(patent_embeddings_of(wanted)) if wanted.len() else devices
     return links_frame(with_ranks(scored, models, vectors, cfg))
 
 

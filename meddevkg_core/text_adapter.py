@@ -61,6 +61,11 @@ class Vectors:
         object.__setattr__(self, "_device_row", {d: i for i, d in enumerate(self.device_ids)})
         object.__setattr__(self, "_patent_row", {p: i for i, p in enumerate(self.patent_ids)})
 
+    def with_patents(self, patent_embeddings: pl.DataFrame) -> Vectors:
+        """The same devices with these patents' vectors instead."""
+        patent_ids, patent_vectors = embedding_matrix(patent_embeddings)
+        return Vectors(self.device_ids, self.device_vectors, patent_ids, patent_vectors)
+
     def devices(self, ids: Sequence[str]) -> np.ndarray:
         return self.device_vectors[[self._device_row[d] for d in ids]]  # type: ignore[attr-defined]
 

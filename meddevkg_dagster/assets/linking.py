@@ -95,8 +95,8 @@ def cross_encoder_scores(context: dg.AssetExecutionContext, cross_encoder: Cross
     scorer = cross_encoder.scorer()
     cfg = cross_encoder.config()
     with stopwatch() as t:
-        patents = (_pool_patent_texts(warehouse, candidate_pool) if scorer is not None
-                   else pl.DataFrame(schema={"pat_id": pl.String, "text": pl.String}))
+        patents = (_stored_rows(warehouse, "patents", "pat_id", ["pat_id", "text"], candidate_pool["pat_id"].unique())
+                   if scorer is not None else pl.DataFrame(schema={"pat_id": pl.String, "text": pl.String}))
         out = score_candidate_pairs(candidate_pool, pma_documents, patents, scorer, cfg.max_chars, cfg.batch_size)
     status = scorer.model_id if scorer else "none configured: ai_score is missing and XGBoost treats it as such"
     if scorer is None:
@@ -105,13 +105,15 @@ def cross_encoder_scores(context: dg.AssetExecutionContext, cross_encoder: Cross
                                                   seconds=t["seconds"]))
 
 
-def _pool_patent_texts(warehouse: DuckDBResource, pool: pl.DataFrame) -> pl.DataFrame:
-    """pat_id and text of the patents in `pool` (every year partition)."""
-    ids = pool.select(pl.col("pat_id").unique()).to_arrow()
+def _stored_rows(warehouse: DuckDBResource, table: str, key: str, columns: list[str],
+                 ids: pl.Series) -> pl.DataFrame:
+    """`columns` of the stored `table`'s rows whose `key` is in `ids` (every partition): what a step
+    that keeps a patent table as a dependency reads instead of the whole corpus."""
+    wanted = ids.to_frame("id").to_arrow()
     with warehouse.get_connection() as con:
-        con.register("pool_patent_ids", ids)
-        return con.sql(f"select pat_id, text from {WAREHOUSE_SCHEMA}.patents "
-                       "where pat_id in (select pat_id from pool_patent_ids)").pl()
+        con.register("wanted_ids", wanted)
+        return con.sql(f"select {', '.join(columns)} from {WAREHOUSE_SCHEMA}.{table} "
+                       f"where {key} in (select id from wanted_ids)").pl()
 
 
 @dg.asset(group_name="rerank", pool=DUCKDB_POOL, kinds={"numpy", "duckdb"},
@@ -169,18 +171,10 @@ def reranked_links(context: dg.AssetExecutionContext, pipeline_config: PipelineC
     cfg = pipeline_config.config().rerank
     models = FoldModels.from_frame(reranker_model)
     out = rank_pool(candidate_pool, cross_encoder_scores, models, device_embeddings,
-                    lambda pat_ids: _patent_vectors(warehouse, pat_ids), cfg)
+                    lambda pat_ids: _stored_rows(warehouse, "patent_embeddings", "doc_id",
+                                                 ["doc_id", "content_hash", "embedding"], pat_ids), cfg)
     kept = out.filter(pl.col("decision"))
     return dg.Output(out, metadata=table_metadata(
         out, links_kept=kept.height, immune=int(out["immune"].sum()),
         noise_reduction=round(1 - kept.height / out.height, 4) if out.height else None,
         text_adapter=models.full_adapter is not None))
-
-
-def _patent_vectors(warehouse: DuckDBResource, pat_ids: pl.Series) -> pl.DataFrame:
-    """The stored embeddings of `pat_ids` (every year partition)."""
-    ids = pat_ids.to_frame("pat_id").to_arrow()
-    with warehouse.get_connection() as con:
-        con.register("ranked_patent_ids", ids)
-        return con.sql(f"select doc_id, content_hash, embedding from {WAREHOUSE_SCHEMA}.patent_embeddings "
-                       "where doc_id in (select pat_id from ranked_patent_ids)").pl()
