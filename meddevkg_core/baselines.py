@@ -58,9 +58,16 @@ class TfidfScorer:
     @classmethod
     def fit(cls, device_texts: Sequence[str], patent_texts: Sequence[str], max_features: int | None = None
             ) -> TfidfScorer:
+        return cls.fit_views([device_texts], patent_texts, max_features)[0]
+
+    @classmethod
+    def fit_views(cls, device_views: Sequence[Sequence[str]], patent_texts: Sequence[str],
+                  max_features: int | None = None) -> list[TfidfScorer]:
+        """One scorer per view of the devices (e.g. their text, their dossier), all sharing one
+        fit on the patents and its patent matrix."""
         vec = TfidfVectorizer(stop_words="english", sublinear_tf=True, lowercase=True, max_features=max_features)
         patents = vec.fit_transform(list(patent_texts)).tocsr()
-        return cls(devices=vec.transform(list(device_texts)).tocsr(), patents=patents)
+        return [cls(devices=vec.transform(list(texts)).tocsr(), patents=patents) for texts in device_views]
 
     @property
     def n_patents(self) -> int:

@@ -229,7 +229,7 @@ def run_benchmark(corpus: Corpus, models: Models, config: PipelineConfig, out: s
     report = _round({
         "corpus": {"path": str(corpus.root), "devices": n_dev, "patents": n_pat, "pairs": n_dev * n_pat,
                    "gold_pairs": gold.height, "gold_devices": gold["fda_id"].n_unique(),
-                   "rejected_rows": prepared.rejected.height},
+                   "rejected_rows": prepared.rejected.height, **_supplement_counts(corpus)},
         "protocol": ("device-grouped folds over gold devices; every gold-device figure is out-of-fold; "
                      "cut-offs chosen on training devices' own out-of-fold scores (nested)"),
         "ranking": {name: {**r.metrics, **pairs_for_recall(r.curve)} for name, r in scorer_runs.items()},
@@ -255,6 +255,14 @@ def run_benchmark(corpus: Corpus, models: Models, config: PipelineConfig, out: s
         how="left").sort("fda_id", "rank")
     _write(out, main, rankings, report)
     return BenchmarkResult(report, main, rankings, prepared)
+
+
+def _supplement_counts(corpus: Corpus) -> dict[str, int | None]:
+    """How many FDA supplements made the devices' dossiers (None: no records were read)."""
+    if corpus.supplements is None:
+        return {"supplements": None, "devices_with_supplements": None}
+    return {"supplements": corpus.supplements.height,
+            "devices_with_supplements": corpus.supplements["fda_id"].n_unique()}
 
 
 def _without_adapter(cfg: PipelineConfig) -> PipelineConfig:

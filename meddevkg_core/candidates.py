@@ -39,6 +39,8 @@ class Stage2Inputs:
     company_matches: pl.DataFrame  # fda_id, pat_id, match_kind, company_path (matching pairs only)
     entities: EntityMatcher
     lexical: LexicalScorer | None = None
+    dossier: LexicalScorer | None = None
+    """The lexical scorer over the devices' dossiers (dossier), when their supplements are known."""
 
     @cached_property
     def patent_moments(self) -> tuple[np.ndarray, np.ndarray]:
@@ -124,6 +126,7 @@ class BlockScores:
     entity_matches: np.ndarray
     company_via_deal: np.ndarray
     lexical: np.ndarray
+    dossier: np.ndarray
     device_mean: np.ndarray  # (devices of the block,) float32: each device's cosine mean over all patents
     device_std: np.ndarray
     patent_mean: np.ndarray  # (patents,) float32: each patent's cosine mean over all devices
@@ -182,8 +185,8 @@ def score_blocks(inputs: Stage2Inputs, cfg: CandidateConfig, device_ids: list[st
         rows_all = [row_of[d] for d in block]
         # the scorers with the largest temporaries first, while little else of the block is alive
         shape = (len(block), len(inputs.patent_ids))
-        lexical = (np.asarray(inputs.lexical.score_block(rows_all), np.float32) if inputs.lexical is not None
-                   else np.full(shape, np.nan, np.float32))
+        lexical, dossier = (np.asarray(scorer.score_block(rows_all), np.float32) if scorer is not None
+                            else np.full(shape, np.nan, np.float32) for scorer in (inputs.lexical, inputs.dossier))
         ent = inputs.entities.score_block(block)
         sim = inputs.device_vectors[rows_all] @ inputs.patent_vectors.T
         np.clip(sim, -1.0, 1.0, out=sim)
@@ -196,11 +199,11 @@ def score_blocks(inputs: Stage2Inputs, cfg: CandidateConfig, device_ids: list[st
                 comp[i, c_cols[lo:hi]] = cfg.company_points
                 via_deal[i, c_cols[lo:hi]] = c_deal[lo:hi]
         scores = BlockScores(block, sim, comp, vector_points(sim, cfg), ent.score, ent.core,
-                             ent.tier_s, ent.matches, via_deal, lexical, d_mean[rows_all], d_std[rows_all],
+                             ent.tier_s, ent.matches, via_deal, lexical, dossier, d_mean[rows_all], d_std[rows_all],
                              p_mean, p_std)
         # drop this generator's own references before yielding, so the caller's `del` frees the block
         # before the next one is scored (otherwise two blocks of dense arrays are alive at once)
-        del sim, comp, via_deal, ent, lexical
+        del sim, comp, via_deal, ent, lexical, dossier
         yield scores
         del scores
         progress(start + len(block), len(wanted))
@@ -254,6 +257,7 @@ def score_columns(scores: BlockScores, rows: np.ndarray, cols: np.ndarray) -> di
         "sim_z_device": z_device,
         "sim_z_patent": z_patent,
         "lexical": scores.lexical[rows, cols],
+        "dossier_lexical": scores.dossier[rows, cols],
     }
 
 
@@ -308,7 +312,7 @@ def _labels(names: list[Admission]) -> pl.Series:
 _NUMERIC = {"sim": pl.Float32, "score_company": pl.Int16, "score_vector": pl.Int16, "score_entity": pl.Float32,
             "score_total": pl.Float32, "entity_matches": pl.Int16, "tier_s_match": pl.Boolean,
             "company_via_deal": pl.Boolean, "sim_z_device": pl.Float32, "sim_z_patent": pl.Float32,
-            "lexical": pl.Float32}
+            "lexical": pl.Float32, "dossier_lexical": pl.Float32}
 """The pool columns kept per block as numpy arrays of their own dtype (the others are codes)."""
 
 

@@ -50,6 +50,9 @@ class Corpus:
     labeled_pairs: pl.DataFrame
     rejected: pl.DataFrame
     root: Path | None = None
+    supplements: pl.DataFrame | None = None
+    """The devices' PMA supplements (schemas.SUPPLEMENTS; dossier) when FDA records were given;
+    None when no records were read (the dossier score is then missing, not zero)."""
 
     @property
     def has_gold(self) -> bool:

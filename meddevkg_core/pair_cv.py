@@ -7,9 +7,11 @@ is chosen on training devices only (nested), and latency excludes model loading.
 
 Every feature is a function of the texts alone, except the year gap, which is read off the two
 ids (pair_features: a PMA/HDE number starts with its filing year, a US patent number gives its
-grant year). The word and character TF-IDF vocabularies and idf, and the "pool" percentiles, are
-fitted unsupervised on all distinct texts of the input: no label is used, so this is transductive
-but leak-free (deployment has the whole corpus to fit them on too).
+grant year), and the dossier features, whose device side adds the public FDA supplements of the
+pair's PMA number (dossier; only with `--fda-pma`). The word and character TF-IDF vocabularies
+and idf, and the "pool" percentiles, are fitted unsupervised on all distinct texts of the input:
+no label is used, so this is transductive but leak-free (deployment has the whole corpus to fit
+them on too).
 """
 
 from __future__ import annotations
@@ -69,8 +71,11 @@ patent pair is usually years apart, a patent and the device it marks are close i
 LENGTH_FEATURES = ("device_chars", "patent_chars")
 """One side's text only: they can only tell which devices/patents tend to be gold, a property of
 how the labelled set was sampled (METHOD §9.1), not of the pair. Reported as an ablation."""
-ZERO_SHOT = ("tfidf_cosine", "char_tfidf_cosine", "sbert_cosine", "entity_score", "token_jaccard", "cross_encoder")
+ZERO_SHOT = ("tfidf_cosine", "char_tfidf_cosine", "dossier_tfidf_cosine", "sbert_cosine", "entity_score",
+             "token_jaccard", "cross_encoder")
 CHAR_FEATURES = ("char_tfidf_cosine", "char_tfidf_device_pct", "char_tfidf_patent_pct")
+DOSSIER_FEATURES = ("dossier_tfidf_cosine", "dossier_tfidf_device_pct", "dossier_tfidf_patent_pct")
+"""Word TF-IDF between the patent and the device's dossier (its text and its PMA supplements, dossier)."""
 
 _TOKEN = r"(?u)\b[a-zA-Z][a-zA-Z0-9]+\b"
 
@@ -247,12 +252,20 @@ def sbert_features(idx: TextIndex, encoder: Encoder) -> dict[str, np.ndarray]:
     return _similarity_features(dev @ pat.T, idx, ("sbert_cosine", "sbert_device_pct", "sbert_patent_pct"))
 
 
-def tfidf_features(idx: TextIndex) -> dict[str, np.ndarray]:
+def tfidf_features(idx: TextIndex, names: Sequence[str] = ("tfidf_cosine", "tfidf_device_pct", "tfidf_patent_pct"),
+                   ) -> dict[str, np.ndarray]:
     """TF-IDF cosine, idf fitted unsupervised on every distinct text of both sides."""
     vec = TfidfVectorizer(lowercase=True, token_pattern=_TOKEN, stop_words="english", sublinear_tf=True,
                           ngram_range=(1, 2), min_df=1, dtype=np.float32)
-    return _similarity_features(_tfidf_similarity(vec, idx), idx,
-                                ("tfidf_cosine", "tfidf_device_pct", "tfidf_patent_pct"))
+    return _similarity_features(_tfidf_similarity(vec, idx), idx, names)
+
+
+def dossier_features(pairs: pl.DataFrame, dossiers: dict[str, str]) -> dict[str, np.ndarray]:
+    """DOSSIER_FEATURES: `tfidf_features` with each device's dossier in place of its text (a device
+    the dossiers do not know keeps its text)."""
+    ids, own = pairs["fda_id"].to_list(), pairs["device_text"].to_list()
+    texts = [dossiers.get(d, t) for d, t in zip(ids, own, strict=True)]
+    return tfidf_features(text_index(pairs.with_columns(pl.Series("device_text", texts, pl.String))), DOSSIER_FEATURES)
 
 
 def char_tfidf_features(idx: TextIndex) -> dict[str, np.ndarray]:
@@ -350,10 +363,11 @@ def length_features(idx: TextIndex) -> dict[str, np.ndarray]:
 
 def pair_features(pairs: pl.DataFrame, encoder: Encoder, nlp: Language | None, ontology: Ontology | None,
                   cross_encoder: PairScorer | None = None, cross_encoder_cfg: CrossEncoderConfig | None = None,
-                  ) -> tuple[pl.DataFrame, dict[str, float]]:
+                  dossiers: dict[str, str] | None = None) -> tuple[pl.DataFrame, dict[str, float]]:
     """Every feature of every pair (no label is read) and the seconds each family took.
 
-    Without `nlp`/`ontology` the entity features are skipped (a fast mode for dry runs).
+    Without `nlp`/`ontology` the entity features are skipped (a fast mode for dry runs); with
+    `dossiers` (fda_id -> dossier text) the dossier features are added.
     """
     pairs = _check_pairs(pairs)
     ce_cfg = cross_encoder_cfg or CrossEncoderConfig()
@@ -368,6 +382,8 @@ def pair_features(pairs: pl.DataFrame, encoder: Encoder, nlp: Language | None, o
     ]
     if nlp is not None and ontology is not None:
         steps.append(("entities", lambda: entity_features(idx, nlp, ontology)))
+    if dossiers is not None:
+        steps.append(("dossier", lambda: dossier_features(pairs, dossiers)))
     if cross_encoder is not None:
         steps.append(("cross_encoder", lambda: cross_encoder_features(
             pairs, cross_encoder, ce_cfg.max_chars, ce_cfg.batch_size)))
@@ -551,6 +567,8 @@ def learned_variants(available: Sequence[str], cfg: RerankConfig) -> dict[str, t
         variants["learned_no_char_tfidf"] = (without(CHAR_FEATURES), logistic_fitter)
     if any(f in available for f in YEAR_FEATURES):
         variants["learned_no_years"] = (without(YEAR_FEATURES), logistic_fitter)
+    if any(f in available for f in DOSSIER_FEATURES):
+        variants["learned_no_dossier"] = (without(DOSSIER_FEATURES), logistic_fitter)
     if "cross_encoder" in available:
         variants["learned_no_cross_encoder"] = (without(("cross_encoder",)), logistic_fitter)
     return variants
@@ -567,6 +585,7 @@ class _Split:
 
 
 _ZERO_SHOT_FAMILY = {"sbert_cosine": "sbert", "tfidf_cosine": "tfidf", "char_tfidf_cosine": "char_tfidf",
+                     "dossier_tfidf_cosine": "dossier",
                      "token_jaccard": "jaccard", "entity_score": "entities", "cross_encoder": "cross_encoder"}
 
 
@@ -614,7 +633,8 @@ def _repeat_summary(runs: Sequence[_Split]) -> dict[str, dict[str, float]]:
 def run_pairs_cv(pairs: pl.DataFrame, encoder: Encoder, nlp: Language | None, ontology: Ontology | None,
                  cross_encoder: PairScorer | None = None, folds: int = 5, seed: int = 42, *, repeats: int = 1,
                  model_cfg: RerankConfig | None = None,
-                 cross_encoder_cfg: CrossEncoderConfig | None = None) -> PairCvResult:
+                 cross_encoder_cfg: CrossEncoderConfig | None = None,
+                 dossiers: dict[str, str] | None = None) -> PairCvResult:
     """Zero-shot and learned pair scorers, evaluated out of fold on held-out device groups.
 
     `pair_scores` and `report["scorers"]` come from the split of `seed`; with `repeats` > 1 the
@@ -630,7 +650,7 @@ def run_pairs_cv(pairs: pl.DataFrame, encoder: Encoder, nlp: Language | None, on
         raise ValueError(f"need positives and negatives; got {int(labels.sum())} positives of {len(labels)}")
     groups = device_groups(pairs)
     fold = assign_folds(groups, folds, seed)
-    features, seconds = pair_features(pairs, encoder, nlp, ontology, cross_encoder, cross_encoder_cfg)
+    features, seconds = pair_features(pairs, encoder, nlp, ontology, cross_encoder, cross_encoder_cfg, dossiers)
     device = pairs["fda_id"].to_numpy()
     runs = [_evaluate(features, labels, groups, device, fold, seed, cfg, seconds)]
     for r in range(1, repeats):
@@ -722,9 +742,10 @@ def headline(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def main_pairs_cv(pairs_path: str, out: str, cross_encoder: str | None, device: str, hashing: bool, *,
-                  folds: int = 5, seed: int = 42, repeats: int = 5) -> dict:
+                  folds: int = 5, seed: int = 42, repeats: int = 5, fda_pma: str | None = None) -> dict:
     """Load the models, run the CV, write OUT/ and return the report (for the `meddevkg` CLI)."""
     from meddevkg_core.cross_encoder import load_cross_encoder
+    from meddevkg_core.dossier import device_dossiers, read_supplements
     from meddevkg_core.embeddings import HashingEncoder, load_sentence_encoder
     from meddevkg_core.entities import load_spacy_pipeline
     from meddevkg_core.ontology import load_meddevonto
@@ -737,11 +758,19 @@ def main_pairs_cv(pairs_path: str, out: str, cross_encoder: str | None, device: 
     ce_cfg = CrossEncoderConfig(model=cross_encoder)
     scorer = load_cross_encoder(ce_cfg, device=device)
     loading = time.perf_counter() - start
+    dossiers, dossier_input = None, {"fda_pma": None}
+    if fda_pma is not None:
+        devices = read.pairs.select("fda_id", pl.col("device_text").alias("text")).unique("fda_id", keep="first")
+        supplements = read_supplements(fda_pma, devices["fda_id"].to_list())
+        dossiers = device_dossiers(devices, supplements)
+        dossier_input = {"fda_pma": str(fda_pma), "supplements": supplements.height,
+                         "devices_with_supplements": supplements["fda_id"].n_unique(), "devices": devices.height}
     result = run_pairs_cv(read.pairs, encoder, nlp, ontology, scorer, folds, seed, repeats=repeats,
-                          cross_encoder_cfg=ce_cfg)
+                          cross_encoder_cfg=ce_cfg, dossiers=dossiers)
     report = {**result.report, "input": {"path": str(pairs_path), "rows_valid": read.pairs.height,
                                          "rows_quarantined": read.rejected.height,
-                                         "quarantine_examples": read.rejected.head(5).to_dicts()}}
+                                         "quarantine_examples": read.rejected.head(5).to_dicts(),
+                                         **dossier_input}}
     report["timings_s"] = {"model_loading": round(loading, 3), **report["timings_s"]}
     final = PairCvResult(result.pair_scores, result.features, report)
     write_pairs_cv(final, out)

@@ -20,6 +20,7 @@ from meddevkg_core.companies import CompanyResolver, company_match_table
 from meddevkg_core.config import PipelineConfig
 from meddevkg_core.corpus import Corpus
 from meddevkg_core.cross_encoder import PairScorer, score_candidate_pairs
+from meddevkg_core.dossier import device_dossiers
 from meddevkg_core.embeddings import EmbeddingCache, Encoder, embed_documents, embedding_matrix
 from meddevkg_core.entities import extract_mentions
 from meddevkg_core.entity_match import EntityMatcher, doc_keys
@@ -58,19 +59,27 @@ def documents(df: pl.DataFrame, id_col: str) -> pl.DataFrame:
 def stage2_inputs(device_embeddings: pl.DataFrame, patent_embeddings: pl.DataFrame,
                   device_mentions: pl.DataFrame, patent_mentions: pl.DataFrame,
                   company_matches: pl.DataFrame, ontology: Ontology, config: PipelineConfig,
-                  devices: pl.DataFrame | None = None, patents: pl.DataFrame | None = None) -> Stage2Inputs:
-    """Stage-2 inputs aligned by row; with device and patent texts, also a TF-IDF lexical scorer."""
+                  devices: pl.DataFrame | None = None, patents: pl.DataFrame | None = None,
+                  supplements: pl.DataFrame | None = None) -> Stage2Inputs:
+    """Stage-2 inputs aligned by row; with device and patent texts, also a TF-IDF lexical scorer,
+    and with the devices' supplements (even none), one over their dossiers (dossier)."""
     device_ids, device_vectors = embedding_matrix(device_embeddings)
     patent_ids, patent_vectors = embedding_matrix(patent_embeddings)
     cfg = config.candidates
     matcher = EntityMatcher(doc_keys(device_mentions, ontology, cfg), doc_keys(patent_mentions, ontology, cfg),
                             patent_ids, cfg)
-    lexical = None
+    lexical = dossier = None
     if devices is not None and patents is not None:
         dev_text = dict(devices.select("fda_id", "text").iter_rows())
         pat_text = dict(patents.select("pat_id", "text").iter_rows())
-        lexical = TfidfScorer.fit([dev_text[d] for d in device_ids], [pat_text[p] for p in patent_ids])
-    return Stage2Inputs(device_ids, device_vectors, patent_ids, patent_vectors, company_matches, matcher, lexical)
+        views = [[dev_text[d] for d in device_ids]]
+        if supplements is not None:
+            dossiers = device_dossiers(devices, supplements)
+            views.append([dossiers[d] for d in device_ids])
+        lexical, *rest = TfidfScorer.fit_views(views, [pat_text[p] for p in patent_ids])
+        dossier = rest[0] if rest else None
+    return Stage2Inputs(device_ids, device_vectors, patent_ids, patent_vectors, company_matches, matcher, lexical,
+                        dossier)
 
 
 def rerank(candidates: pl.DataFrame, ce_scores: pl.DataFrame | None, gold: pl.DataFrame,
@@ -151,7 +160,7 @@ def link(prepared: PreparedCorpus, models: Models, config: PipelineConfig, timer
     corpus = prepared.corpus
     inputs = timer("stage2_index", stage2_inputs, prepared.device_embeddings, prepared.patent_embeddings,
                    prepared.device_mentions, prepared.patent_mentions, prepared.company_matches,
-                   models.ontology, config, corpus.devices, corpus.patents)
+                   models.ontology, config, corpus.devices, corpus.patents, corpus.supplements)
     pool = timer("candidate_pool", generate_candidates, inputs, config.candidates,
                  progress=timer.reporter("candidate_pool", "devices"))
     ce = timer("cross_encoder_scores", score_candidate_pairs, pool, corpus.devices, corpus.patents,

@@ -25,6 +25,13 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
 
 
+def _dossiers(corpus: dict) -> str:
+    if corpus.get("supplements") is None:
+        return "No FDA records read (--fda-pma): the dossier score is missing."
+    return (f"Dossiers: {corpus['supplements']:,} FDA supplements of {corpus['devices_with_supplements']} "
+            "devices (--fda-pma).")
+
+
 def render_markdown(report: dict) -> str:
     c = report["corpus"]
     ranking_rows = [[name, *(_fmt(m.get(k)) for k in ("R@10", "R@50", "R@100", "R@500", "MRR")),
@@ -47,7 +54,8 @@ def render_markdown(report: dict) -> str:
     parts = [
         "# MedDevKG benchmark",
         f"Corpus `{c['path']}`: {c['devices']} devices x {c['patents']} patents = {c['pairs']:,} pairs; "
-        f"{c['gold_pairs']} gold pairs over {c['gold_devices']} devices; {c['rejected_rows']} rejected rows.",
+        f"{c['gold_pairs']} gold pairs over {c['gold_devices']} devices; {c['rejected_rows']} rejected rows. "
+        + _dossiers(c),
         f"Protocol: {report['protocol']}.",
         "## Ranking over the whole corpus (gold devices, out-of-fold)",
         "R@K micro over gold pairs; MRR over gold devices; share@R90/95/99 = share of all pairs a global "

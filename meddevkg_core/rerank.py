@@ -37,14 +37,15 @@ FEATURES = (
     "has_tiers", "has_rescue", "is_same_company", "sim_raw",
 )
 EXTENDED_FEATURES = FEATURES + ("sim_z_device", "lexical", "entity_matches", "company_via_deal", *YEAR_FEATURES,
-                                 *POOL_FEATURES, *KNOWN_LINK_FEATURES)
+                                 *POOL_FEATURES, *KNOWN_LINK_FEATURES, "dossier_lexical")
 """The paper's 9 plus where the cosine stands within the device (z-score), a lexical similarity,
 how many entity keys are shared (not only the best one), whether the company match goes through
 an acquisition (METHOD.md §9 items 7, 10, 13), the patent's grant year against the device's year
 (a same-company patent from another product generation is the commonest hard negative) and where
 the pair stands within its device's pool (pair_features), and how alike the pair's device is to
-another device the model knows the patent is linked to (known_links). Every one is the same
-whichever devices a run scores together."""
+another device the model knows the patent is linked to (known_links), and the lexical similarity
+of the patent to the device's dossier, its supplements included (dossier; missing when a run read
+no FDA records). Every one is the same whichever devices a run scores together."""
 CORPUS_FEATURES = EXTENDED_FEATURES + ("sim_z_patent",)
 """Plus where the cosine stands within the patent: its moments run over the devices of the Stage-2
 inputs, so the value is right in a run over every device (CLI, benchmark) but not in a run over

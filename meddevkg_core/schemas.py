@@ -21,6 +21,17 @@ DEVICES = pl.Schema(
 )
 """A PMA device (an original approval). `text` is what the models read."""
 
+SUPPLEMENTS = pl.Schema(
+    {
+        "fda_id": pl.String,
+        "supplement_number": pl.String,
+        "decision_date": pl.Date,
+        "trade_name": pl.String,
+        "statement": pl.String,
+    }
+)
+"""A PMA supplement of a device: a later approved change, in the words of its approval order (dossier)."""
+
 PATENTS = pl.Schema(
     {
         "pat_id": pl.String,
@@ -127,6 +138,7 @@ CANDIDATES = pl.Schema(
         "sim_z_device": pl.Float32,
         "sim_z_patent": pl.Float32,
         "lexical": pl.Float32,
+        "dossier_lexical": pl.Float32,
         "shared_terms": pl.String,
         "company_path": pl.String,
         "admitted_by": pl.String,
@@ -155,6 +167,7 @@ TRAINING_PAIRS = pl.Schema(
         "sim_z_device": pl.Float32,
         "sim_z_patent": pl.Float32,
         "lexical": pl.Float32,
+        "dossier_lexical": pl.Float32,
         "entity_matches": pl.Int16,
         "company_via_deal": pl.Boolean,
     }

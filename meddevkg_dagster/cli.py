@@ -157,9 +157,10 @@ def load_models(corpus_dir: Path, cross_encoder: str | None, device: str, cache_
 
 def _run(args: argparse.Namespace) -> int:
     from meddevkg_core.corpus import read_corpus
+    from meddevkg_core.dossier import with_supplements
     from meddevkg_core.pipeline import run_pipeline, write_result
 
-    corpus = read_corpus(args.corpus)
+    corpus = with_supplements(read_corpus(args.corpus), args.fda_pma)
     print(f"corpus {args.corpus}: {corpus.devices.height} devices, {corpus.patents.height} patents, "
           f"{corpus.gold_links.height} gold pairs, {corpus.rejected.height} rejected rows")
     models = load_models(Path(args.corpus), args.cross_encoder, args.device,
@@ -179,8 +180,9 @@ def _benchmark(args: argparse.Namespace) -> int:
     from meddevkg_core.benchmark import run_benchmark
     from meddevkg_core.config import PipelineConfig
     from meddevkg_core.corpus import read_corpus
+    from meddevkg_core.dossier import with_supplements
 
-    corpus = read_corpus(args.corpus)
+    corpus = with_supplements(read_corpus(args.corpus), args.fda_pma)
     if not corpus.has_gold:
         raise SystemExit(f"{args.corpus} has no gold_links: the benchmark needs gold to evaluate against")
     config = PipelineConfig.model_validate_json(Path(args.config).read_text()) if args.config else PipelineConfig()
@@ -198,7 +200,7 @@ def _pairs_cv(args: argparse.Namespace) -> int:
     from meddevkg_core.pair_cv import headline, main_pairs_cv
 
     report = main_pairs_cv(args.pairs, args.out, args.cross_encoder, args.device, args.hashing,
-                           folds=args.folds, seed=args.seed)
+                           folds=args.folds, seed=args.seed, fda_pma=args.fda_pma)
     print(json.dumps(report, indent=2, default=str))
     print(f"wrote {args.out}: pair_scores.parquet, report.json")
     print(json.dumps(headline(report)))
@@ -443,6 +445,11 @@ def _register_applications(sub) -> None:
     vw.set_defaults(func=_views)
 
 
+def _add_fda_pma_option(parser: argparse.ArgumentParser, feeds: str) -> None:
+    parser.add_argument("--fda-pma", help=f"FDA PMA records (fdadata_pma.parquet): the devices' supplements make "
+                        f"their dossiers, for {feeds}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="meddevkg", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -451,12 +458,14 @@ def main(argv: list[str] | None = None) -> int:
     run = sub.add_parser("run", help="run the pipeline on a corpus directory and write Parquet outputs")
     run.add_argument("--corpus", required=True, help="corpus directory (devices, patents, optional gold_links)")
     run.add_argument("--out", required=True, help="output directory")
+    _add_fda_pma_option(run, "the dossier_lexical score; without it that score is missing")
     _add_model_options(run)
     run.set_defaults(func=_run)
     bench = sub.add_parser("benchmark", help="full pipeline, out-of-fold evaluation, baselines, ablations, report")
     bench.add_argument("--corpus", required=True, help="corpus directory with gold_links")
     bench.add_argument("--out", required=True, help="output directory")
     bench.add_argument("--config", help="JSON file with a PipelineConfig (default: the documented defaults)")
+    _add_fda_pma_option(bench, "the dossier_lexical score; without it that score is missing")
     _add_model_options(bench)
     bench.set_defaults(func=_benchmark)
     pcv = sub.add_parser("pairs-cv", help="device-grouped cross-validation of pair classifiers on a labelled pair file")
@@ -465,6 +474,7 @@ def main(argv: list[str] | None = None) -> int:
     pcv.add_argument("--folds", type=int, default=5)
     pcv.add_argument("--seed", type=int, default=42)
     pcv.add_argument("--hashing", action="store_true", help="model-free hashing encoder instead of MiniLM (fast dry run)")
+    _add_fda_pma_option(pcv, "the dossier TF-IDF features")
     _add_model_options(pcv)
     pcv.set_defaults(func=_pairs_cv)
     bex = sub.add_parser("bench-extract", help="entity extraction: throughput, coverage, discrimination, LLM recall")

@@ -25,8 +25,8 @@ meddevkg_job = dg.define_asset_job(
 )
 
 DEVICE_ASSETS = dg.AssetSelection.assets(
-    "pma_documents", "pma_quarantine", "device_entities", "device_embeddings", "candidate_pool", "cross_encoder_scores",
-    "reranked_links",
+    "pma_documents", "pma_quarantine", "pma_supplements", "device_entities", "device_embeddings", "candidate_pool",
+    "cross_encoder_scores", "reranked_links",
 )
 
 device_links_job = dg.define_asset_job(

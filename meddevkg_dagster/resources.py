@@ -11,6 +11,7 @@ from functools import cache
 from pathlib import Path
 
 import dagster as dg
+import polars as pl
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
@@ -19,6 +20,7 @@ from meddevkg_core.config import CrossEncoderConfig, PipelineConfig
 from meddevkg_core.corpus import Corpus, read_corpus
 from meddevkg_core.cross_encoder import PairScorer, load_cross_encoder
 from meddevkg_core.demo import demo_corpus_dir
+from meddevkg_core.dossier import read_supplements, supplements_of
 from meddevkg_core.embeddings import EmbeddingCache, Encoder, HashingEncoder, load_sentence_encoder
 from meddevkg_dagster.io_manager import MeddevkgDuckDBIOManager
 
@@ -66,10 +68,24 @@ class CorpusResource(dg.ConfigurableResource):
         description="Count a former owner's patents, granted while it held a company the applicant later "
         "bought, as a company match (data/companies/README.md); false keeps ownership and alliances only.",
     )
+    fda_pma_path: str | None = Field(
+        default=None,
+        description="FDA PMA records (fdadata_pma.parquet, MEDDEVKG_FDA_PMA) whose supplements make the corpus "
+        "devices' dossiers (the dossier_lexical score); unset, corpus devices have no dossier score.",
+    )
 
     def load(self) -> Corpus:
         root = Path(self.path).resolve()
         return _read_corpus_cached(str(root), _stamp(root))
+
+    def supplements(self, fda_ids: list[str]) -> pl.DataFrame | None:
+        """These devices' supplements from `fda_pma_path`, or None when it is unset."""
+        if not self.fda_pma_path:
+            return None
+        path = Path(self.fda_pma_path).resolve()
+        if not path.is_file():
+            raise dg.Failure(f"MEDDEVKG_FDA_PMA={self.fda_pma_path!r}: no such file")
+        return supplements_of(_read_supplements_cached(str(path), path.stat().st_mtime_ns), fda_ids)
 
     def resolver(self) -> CompanyResolver:
         """Shipped aliases, deals and alliances, plus any the corpus directory brings (e.g. the demo's deal)."""
@@ -79,6 +95,11 @@ class CorpusResource(dg.ConfigurableResource):
 @cache
 def _read_corpus_cached(path: str, stamp: tuple) -> Corpus:
     return read_corpus(path)
+
+
+@cache
+def _read_supplements_cached(path: str, stamp: int) -> pl.DataFrame:
+    return read_supplements(path)
 
 
 def _stamp(root: Path) -> tuple:
@@ -156,7 +177,8 @@ def build_resources() -> dict[str, object]:
         "io_manager": MeddevkgDuckDBIOManager(database=database, schema=WAREHOUSE_SCHEMA),
         "warehouse": DuckDBResource(database=database),
         "corpus": CorpusResource(path=env_or("MEDDEVKG_CORPUS", str(demo_corpus_dir())),
-                                 former_owners=former_owners_setting()),
+                                 former_owners=former_owners_setting(),
+                                 fda_pma_path=env_or("MEDDEVKG_FDA_PMA", "") or None),
         "embedding_model": EmbeddingModelResource(
             model_path=env_or("MEDDEVKG_EMBEDDING_MODEL", "") or None,
             device=env_or("MEDDEVKG_DEVICE", "auto"),

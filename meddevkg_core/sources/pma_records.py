@@ -4,7 +4,9 @@ openFDA API pages, the openFDA bulk file and the fdadata copy of FDA's `pma.zip`
 device reads the same whichever source delivered it (DATA_SOURCES.md §1):
 
 - A device is an *original* approval: `supplement_number == ""` (§1.6; `supplement_type` is also
-  empty on 1,885 old supplements, so it must not be used). Supplements are counted, not rejected.
+  empty on 1,885 old supplements, so it must not be used). Supplements are kept apart, as the
+  device's later changes (schemas.SUPPLEMENTS, read by `dossier`); one that names no valid PMA
+  number or date is quarantined like an original.
 - Text, as the paper builds it (METHOD.md §0 "device name + ' ' + text_snippet"; checked against
   the benchmark's 434 texts): the generic name with each word's first letter upper-cased (never
   lower-casing, so acronyms survive), then the approval-order statement without its "Approval for
@@ -64,6 +66,7 @@ class PmaDevices(NamedTuple):
     rejected: pl.DataFrame  # schemas.REJECTED_RECORDS
     counts: dict[str, int]  # records, supplements, originals, duplicates, superseded, rejected, devices
     originals: pl.DataFrame  # PMA schema, the kept originals (input to the device selection)
+    supplements: pl.DataFrame  # schemas.SUPPLEMENTS, one row per (PMA number, supplement number)
 
 
 def clean_text(value: str | None) -> str:
@@ -145,6 +148,7 @@ def pma_records_to_devices(records: Iterable[object], source: str = "openfda dev
     counts = dict.fromkeys(("records", "supplements", "originals", "duplicates", "superseded", "rejected",
                             "devices"), 0)
     rejected: list[dict[str, str]] = []
+    supplements: list[tuple[dict[str, Any], str]] = []
     best: dict[str, tuple[tuple[date, str], int, dict[str, Any], object]] = {}
     for index, record in enumerate(records):
         counts["records"] += 1
@@ -157,9 +161,7 @@ def pma_records_to_devices(records: Iterable[object], source: str = "openfda dev
             values[name], problem = _field(record, name)
             if problem:
                 problems.append(problem)
-        if values["supplement_number"].strip():
-            counts["supplements"] += 1  # not bad, just not an original
-            continue
+        supplement = values["supplement_number"].strip().upper()
         pma = values["pma_number"].strip().upper()
         if not pma:
             problems.insert(0, "missing pma_number")
@@ -169,6 +171,15 @@ def pma_records_to_devices(records: Iterable[object], source: str = "openfda dev
         decided = parse_decision_date(raw_date) if raw_date else None
         if raw_date and decided is None:
             problems.append(f"unparseable decision_date {raw_date[:40]!r} (want YYYY-MM-DD or YYYYMMDD)")
+        if supplement:
+            counts["supplements"] += 1
+            if problems:
+                rejected.append(_reject(source, index, pma, f"supplement {supplement[:20]}: " + "; ".join(problems),
+                                        record))
+            else:
+                supplements.append((supplement_row(pma, supplement, decided, values["trade_name"],
+                                                   values["ao_statement"]), _canonical(record)))
+            continue
         row = {**values, "pma_number": pma, "supplement_number": None, "decision_date": decided}
         if not problems and not device_text(row["generic_name"], row["trade_name"], row["ao_statement"]):
             problems.append("no generic_name, trade_name or ao_statement: nothing to read")
@@ -194,7 +205,37 @@ def pma_records_to_devices(records: Iterable[object], source: str = "openfda dev
     counts["rejected"], counts["devices"] = len(rejected), devices.height
     rejected_frame = (pl.DataFrame(rejected, schema=schemas.REJECTED_RECORDS) if rejected
                       else schemas.empty(schemas.REJECTED_RECORDS))
-    return PmaDevices(devices, rejected_frame, counts, originals)
+    return PmaDevices(devices, rejected_frame, counts, originals, _supplements_frame(supplements))
+
+
+def supplement_row(pma: str, supplement: str, decided: date | None, trade_name: str | None,
+                   ao_statement: str | None) -> dict[str, Any]:
+    """One SUPPLEMENTS row: the statement cleaned like a device's, without its "Approval for" opening."""
+    return {"fda_id": pma, "supplement_number": supplement, "decision_date": decided,
+            "trade_name": clean_text(trade_name) or None,
+            "statement": _BOILERPLATE.sub("", clean_text(ao_statement)) or None}
+
+
+def _supplements_frame(rows: list[tuple[dict[str, Any], str]]) -> pl.DataFrame:
+    """One row per (PMA number, supplement number): copies of a key keep the latest decision date,
+    then the greatest record JSON, so the result does not depend on input order."""
+    if not rows:
+        return schemas.empty(schemas.SUPPLEMENTS)
+    frame = pl.DataFrame([row for row, _ in rows], schema=schemas.SUPPLEMENTS).with_columns(
+        pl.Series("_record", [record for _, record in rows], pl.String))
+    return (frame.sort("fda_id", "supplement_number", "decision_date", "_record",
+                       descending=[False, False, True, True], nulls_last=True)
+            .unique(["fda_id", "supplement_number"], keep="first", maintain_order=True).drop("_record"))
+
+
+def supplements_from_pma(frame: pl.DataFrame) -> pl.DataFrame:
+    """The supplements of a PMA-schema frame (`canonical_pma`, e.g. fdadata's copy of pma.zip) as
+    SUPPLEMENTS rows, every one kept: a caller selects its devices' rows by PMA number. Raw API
+    records go through `pma_records_to_devices` instead, which quarantines malformed ones."""
+    df = frame.filter(pl.col("supplement_number").is_not_null())
+    rows = [(supplement_row(r["pma_number"], r["supplement_number"], r["decision_date"], r["trade_name"],
+                            r["ao_statement"]), "") for r in df.iter_rows(named=True)]
+    return _supplements_frame(rows)
 
 
 def devices_from_pma(originals: pl.DataFrame) -> pl.DataFrame:

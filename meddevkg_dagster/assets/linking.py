@@ -23,6 +23,7 @@ from meddevkg_dagster.resources import (
     CorpusResource,
     CrossEncoderResource,
     PipelineConfigResource,
+    SourcesResource,
 )
 
 DEVICE_PARTITIONED = {"partitions_def": pma_devices, "backfill_policy": DEVICE_BACKFILL}
@@ -45,30 +46,41 @@ def company_dictionary(pma_documents: pl.DataFrame, patents: pl.DataFrame,
                                                   **{f"method_{k}": v for k, v in by_method.items()}))
 
 
-def _stage2_inputs(corpus: CorpusResource, config: PipelineConfig, pma_documents: pl.DataFrame,
-                   patents: pl.DataFrame, device_embeddings: pl.DataFrame, patent_embeddings: pl.DataFrame,
+def stage2_inputs_of(corpus: CorpusResource, sources: SourcesResource, config: PipelineConfig,
+                   pma_documents: pl.DataFrame, pma_supplements: pl.DataFrame, patents: pl.DataFrame,
+                   device_embeddings: pl.DataFrame, patent_embeddings: pl.DataFrame,
                    device_entities: pl.DataFrame, patent_entities: pl.DataFrame,
                    meddevonto: pl.DataFrame) -> Stage2Inputs:
     # Patent-side tables arrive year by year from the store: a fixed order keeps the run reproducible.
     patents, patent_embeddings = patents.sort("pat_id"), patent_embeddings.sort("doc_id")
     matches = company_match_table(pma_documents, patents, corpus.resolver())
     return stage2_inputs(device_embeddings, patent_embeddings, device_entities, patent_entities, matches,
-                         ontology_from_table(meddevonto), config, pma_documents, patents)
+                         ontology_from_table(meddevonto), config, pma_documents, patents,
+                         dossier_supplements(corpus, sources, pma_supplements))
+
+
+def dossier_supplements(corpus: CorpusResource, sources: SourcesResource,
+                        pma_supplements: pl.DataFrame) -> pl.DataFrame | None:
+    """The supplements that make the devices' dossiers; None when no FDA records are read (corpus
+    devices without MEDDEVKG_FDA_PMA), so the dossier score is missing, as in `meddevkg run`
+    without --fda-pma, rather than computed from the device texts alone."""
+    return pma_supplements if sources.device_source == "openfda" or corpus.fda_pma_path else None
 
 
 @dg.asset(group_name="candidates", pool=DUCKDB_POOL, kinds={"numpy", "duckdb"}, deps=["company_dictionary"],
           ins=all_patent_years("patents", "patent_embeddings", "patent_entities"),
           metadata=_by_device(schemas.CANDIDATES), **DEVICE_PARTITIONED)
-def candidate_pool(context: dg.AssetExecutionContext, corpus: CorpusResource,
-                   pipeline_config: PipelineConfigResource, pma_documents: pl.DataFrame, patents: pl.DataFrame,
+def candidate_pool(context: dg.AssetExecutionContext, corpus: CorpusResource, sources: SourcesResource,
+                   pipeline_config: PipelineConfigResource, pma_documents: pl.DataFrame,
+                   pma_supplements: pl.DataFrame, patents: pl.DataFrame,
                    device_embeddings: pl.DataFrame, patent_embeddings: pl.DataFrame,
                    device_entities: pl.DataFrame, patent_entities: pl.DataFrame,
                    meddevonto: pl.DataFrame) -> dg.Output[pl.DataFrame]:
-    """Stage 2: every device x patent pair scored (company, vector, entity); admitted pairs kept."""
+    """Stage 2: every device x patent pair scored (company, vector, entity, words); admitted pairs kept."""
     config = pipeline_config.config()
     with stopwatch() as t:
-        inputs = _stage2_inputs(corpus, config, pma_documents, patents, device_embeddings, patent_embeddings,
-                                device_entities, patent_entities, meddevonto)
+        inputs = stage2_inputs_of(corpus, sources, config, pma_documents, pma_supplements, patents, device_embeddings,
+                                patent_embeddings, device_entities, patent_entities, meddevonto)
         parts = collect_candidates(inputs, config.candidates, partition_keys(context) or None,
                                    progress=log_progress(context, "devices"))
         del inputs  # vectors and entity index go before the pool is assembled (see collect_candidates)
@@ -118,7 +130,8 @@ def _stored_rows(warehouse: DuckDBResource, table: str, key: str, columns: list[
 
 @dg.asset(group_name="rerank", pool=DUCKDB_POOL, kinds={"numpy", "duckdb"},
           ins=all_patent_years("patents", "patent_embeddings", "patent_entities"))
-def training_pairs(corpus: CorpusResource, pipeline_config: PipelineConfigResource, pma_documents: pl.DataFrame,
+def training_pairs(corpus: CorpusResource, sources: SourcesResource, pipeline_config: PipelineConfigResource,
+                   pma_documents: pl.DataFrame, pma_supplements: pl.DataFrame,
                    patents: pl.DataFrame, device_embeddings: pl.DataFrame, patent_embeddings: pl.DataFrame,
                    device_entities: pl.DataFrame, patent_entities: pl.DataFrame, meddevonto: pl.DataFrame,
                    candidate_pool: pl.DataFrame, cross_encoder_scores: pl.DataFrame,
@@ -127,8 +140,8 @@ def training_pairs(corpus: CorpusResource, pipeline_config: PipelineConfigResour
     config = pipeline_config.config()
     with stopwatch() as t:
         # The Stage-2 index is rebuilt only for the out-of-pool sample; the pool itself carries the rest.
-        inputs = (_stage2_inputs(corpus, config, pma_documents, patents, device_embeddings, patent_embeddings,
-                                 device_entities, patent_entities, meddevonto)
+        inputs = (stage2_inputs_of(corpus, sources, config, pma_documents, pma_supplements, patents, device_embeddings,
+                                 patent_embeddings, device_entities, patent_entities, meddevonto)
                   if config.rerank.outside_pool_negative_rate > 0 else None)
         out = build_training_pairs(inputs, candidate_pool, cross_encoder_scores, gold_links, config)
     outside = out.filter(~pl.col("in_pool"))

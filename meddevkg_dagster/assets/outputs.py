@@ -7,19 +7,18 @@ import dagster as dg
 import polars as pl
 
 from meddevkg_core.baselines import CompanyScorer, CosineScorer, run_scorer
-from meddevkg_core.companies import company_match_table
 from meddevkg_core.curves import pairs_for_recall
 from meddevkg_core.embeddings import embedding_matrix
 from meddevkg_core.evaluation import evaluate_links
 from meddevkg_core.graph import build_graph, dangling_edges
-from meddevkg_core.pipeline import stage2_inputs
 from meddevkg_core.plots import plot_rank_distribution, plot_recall_volume
 from meddevkg_core.ranking import pipeline_runs
 from meddevkg_core.rerank import FoldModels
+from meddevkg_dagster.assets.linking import stage2_inputs_of
 from meddevkg_dagster.assets.sources import ontology_from_table
 from meddevkg_dagster.lib import evaluation_metadata, table_metadata
 from meddevkg_dagster.partitions import all_patent_years
-from meddevkg_dagster.resources import DUCKDB_POOL, CorpusResource, PipelineConfigResource, home_dir
+from meddevkg_dagster.resources import DUCKDB_POOL, CorpusResource, PipelineConfigResource, SourcesResource, home_dir
 
 
 @dg.asset(group_name="graph", pool=DUCKDB_POOL, kinds={"polars", "duckdb"},
@@ -57,8 +56,9 @@ def _image(path: Path) -> dg.MetadataValue:
 
 @dg.asset(group_name="evaluation", pool=DUCKDB_POOL, kinds={"polars", "duckdb"},
           ins=all_patent_years("patents", "patent_embeddings", "patent_entities"))
-def link_evaluation(context: dg.AssetExecutionContext, corpus: CorpusResource,
-                    pipeline_config: PipelineConfigResource, pma_documents: pl.DataFrame, patents: pl.DataFrame,
+def link_evaluation(context: dg.AssetExecutionContext, corpus: CorpusResource, sources: SourcesResource,
+                    pipeline_config: PipelineConfigResource, pma_documents: pl.DataFrame,
+                    pma_supplements: pl.DataFrame, patents: pl.DataFrame,
                     candidate_pool: pl.DataFrame, reranked_links: pl.DataFrame, gold_links: pl.DataFrame,
                     device_embeddings: pl.DataFrame, patent_embeddings: pl.DataFrame,
                     device_entities: pl.DataFrame, patent_entities: pl.DataFrame, meddevonto: pl.DataFrame,
@@ -69,11 +69,9 @@ def link_evaluation(context: dg.AssetExecutionContext, corpus: CorpusResource,
     row = ev.model_dump()
     if gold_links.height:
         config = pipeline_config.config()
-        patents, patent_embeddings = patents.sort("pat_id"), patent_embeddings.sort("doc_id")
-        matches = company_match_table(pma_documents, patents, corpus.resolver())
-        inputs = stage2_inputs(device_embeddings, patent_embeddings, device_entities, patent_entities, matches,
-                               ontology_from_table(meddevonto), config, pma_documents, patents)
-        ids, pids = inputs.device_ids, inputs.patent_ids
+        inputs = stage2_inputs_of(corpus, sources, config, pma_documents, pma_supplements, patents,
+                                  device_embeddings, patent_embeddings, device_entities, patent_entities, meddevonto)
+        ids, pids, matches = inputs.device_ids, inputs.patent_ids, inputs.company_matches
         baselines = {"sbert_cosine": CosineScorer.of(embedding_matrix(device_embeddings)[1],
                                                      embedding_matrix(patent_embeddings)[1]),
                      "company_only": CompanyScorer.from_matches(matches, ids, pids)}

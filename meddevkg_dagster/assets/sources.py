@@ -4,6 +4,7 @@ import dagster as dg
 import polars as pl
 
 from meddevkg_core import schemas
+from meddevkg_core.dossier import supplements_of
 from meddevkg_core.ontology import Ontology, load_meddevonto
 from meddevkg_core.patent_years import YEAR_KEY_SQL, in_years, quarantine_year_keys, year_span
 from meddevkg_dagster.lib import only_devices, partition_keys, require_known, stopwatch, stored_table, table_metadata
@@ -27,12 +28,18 @@ _QUARANTINE_DEVICE = pl.col("record_key").str.extract(r":([^:]*)$", 1)
             metadata=stored_table(schemas.REJECTED_RECORDS,
                                   partition_expr="regexp_extract(record_key, ':([^:]*)$', 1)"),
             description="Source records of these devices that failed validation, with the reason."),
+        "pma_supplements": dg.AssetOut(
+            group_name=GROUP, kinds={"polars", "duckdb"},
+            metadata=stored_table(schemas.SUPPLEMENTS, partition_expr="fda_id"),
+            description="The devices' PMA supplements (later approved changes), which make their dossiers: from "
+                        "openFDA with the devices, or from MEDDEVKG_FDA_PMA for corpus devices (none when unset)."),
     },
     partitions_def=pma_devices, backfill_policy=DEVICE_BACKFILL, pool=DUCKDB_POOL,
 )
 def pma_documents(context: dg.AssetExecutionContext, corpus: CorpusResource, sources: SourcesResource,
                   openfda: OpenFDAResource):
-    """Devices from the corpus directory, or from openFDA (MEDDEVKG_DEVICE_SOURCE=openfda)."""
+    """Devices from the corpus directory, or from openFDA (MEDDEVKG_DEVICE_SOURCE=openfda), with
+    their supplements (openFDA returns them with the originals; for the corpus, MEDDEVKG_FDA_PMA)."""
     keys = partition_keys(context)
     source = sources.checked().device_source
     with stopwatch() as t:
@@ -41,6 +48,7 @@ def pma_documents(context: dg.AssetExecutionContext, corpus: CorpusResource, sou
                 raise dg.Failure("openFDA devices are fetched per device partition: select partitions")
             fetched = openfda.devices(keys)
             out, quarantine, counts = only_devices(fetched.devices, keys), fetched.rejected, fetched.counts
+            supplements = supplements_of(fetched.supplements, keys)
             missing = sorted(set(keys) - set(out["fda_id"].to_list()))
             if missing:
                 context.log.warning(f"{len(missing)} device(s) with no valid original record on openFDA: "
@@ -57,9 +65,13 @@ def pma_documents(context: dg.AssetExecutionContext, corpus: CorpusResource, sou
             out = only_devices(devices, keys)
             quarantine = schemas.empty(schemas.REJECTED_RECORDS)  # corpus rows: see rejected_records
             counts = {"devices_in_corpus": devices.height}
+            supplements = corpus.supplements(out["fda_id"].to_list())
+            supplements = schemas.empty(schemas.SUPPLEMENTS) if supplements is None else supplements
     yield dg.Output(out, output_name="pma_documents", metadata=table_metadata(
         out, source=source, seconds=t["seconds"], **counts))
     yield dg.Output(quarantine, output_name="pma_quarantine", metadata=table_metadata(quarantine, source=source))
+    yield dg.Output(supplements, output_name="pma_supplements", metadata=table_metadata(
+        supplements, source=source, devices_with_supplements=supplements["fda_id"].n_unique()))
 
 
 @dg.multi_asset(

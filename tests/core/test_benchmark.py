@@ -116,3 +116,20 @@ def test_fpr_at_recall_is_a_point_of_the_out_of_fold_roc():
     assert hard_negative_fpr_at_recall(links, gold, 0.6) == pytest.approx(3 / 4)
     assert hard_negative_fpr_at_recall(links, gold, 0.3) == pytest.approx(2 / 4)  # cut-off 0.9: n1 and n4
     assert hard_negative_fpr_at_recall(links, gold, 0.9) is None  # the pool lost the third gold pair
+
+
+def test_the_report_says_whether_fda_supplements_made_dossiers():
+    from dataclasses import replace
+
+    from meddevkg_core import schemas
+    from meddevkg_core.benchmark import _supplement_counts
+    from meddevkg_core.corpus import Corpus
+    from meddevkg_core.report import _dossiers
+
+    corpus = Corpus(*(schemas.empty(s) for s in (schemas.DEVICES, schemas.PATENTS, schemas.GOLD_LINKS,
+                                                 schemas.LABELED_PAIRS, schemas.REJECTED_RECORDS)))
+    assert _supplement_counts(corpus) == {"supplements": None, "devices_with_supplements": None}
+    assert "missing" in _dossiers(_supplement_counts(corpus))
+    read = replace(corpus, supplements=pl.DataFrame({"fda_id": ["P1", "P1", "P2"]}))
+    assert _supplement_counts(read) == {"supplements": 3, "devices_with_supplements": 2}
+    assert _dossiers(_supplement_counts(read)) == "Dossiers: 3 FDA supplements of 2 devices (--fda-pma)."

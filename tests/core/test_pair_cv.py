@@ -321,3 +321,35 @@ def test_logistic_fitter_takes_missing_values_from_the_training_median():
     x = np.array([[0.0, np.nan], [1.0, 2.0], [0.1, np.nan], [0.9, 3.0]])
     model = pair_cv.logistic_fitter(x, np.array([0, 1, 0, 1]))
     assert np.isfinite(model.predict_proba(np.array([[0.5, np.nan]]))).all()
+
+
+# --- dossier features -------------------------------------------------------------------------
+
+
+def test_dossier_features_read_the_device_supplements_and_add_an_ablation(pairs: pl.DataFrame):
+    # P006's own text shares no word with its second patent's "generator controls"; its dossier does
+    dossiers = {"P006": TOPICS["P006"][0] + " New generator controls software."}
+    features = pair_cv.dossier_features(pairs, dossiers)
+    assert set(features) == set(pair_cv.DOSSIER_FEATURES)
+    plain = pair_cv.tfidf_features(pair_cv.text_index(pairs))
+    rows = pairs.with_row_index("i").filter(pl.col("fda_id") == "P006")
+    gained = rows.filter(pl.col("patent_text").str.contains("Generator controls"))["i"].item()
+    assert features["dossier_tfidf_cosine"][gained] > plain["tfidf_cosine"][gained]
+    others = pairs.with_row_index("i").filter(pl.col("fda_id") != "P006")["i"].to_numpy()
+    # another device keeps its text; the idf is refitted over the dossiers, so values move slightly
+    np.testing.assert_allclose(features["dossier_tfidf_cosine"][others], plain["tfidf_cosine"][others], atol=0.05)
+    result = pair_cv.run_pairs_cv(pairs, HashingEncoder(), None, None, folds=4, seed=3, dossiers=dossiers)
+    assert {"dossier_tfidf_cosine", "learned_no_dossier"} <= set(result.report["scorers"])
+    assert set(pair_cv.DOSSIER_FEATURES) <= set(result.report["scorers"]["learned"]["features"])
+
+
+def test_main_pairs_cv_reads_supplements_from_fda_records(tmp_path: Path, pairs: pl.DataFrame):
+    src, fda = tmp_path / "pairs.parquet", tmp_path / "pma.parquet"
+    pairs.with_columns(pl.col("fda_id").str.replace("^P", "P100")).write_parquet(src)  # real PMA numbers: P100006
+    pl.DataFrame({"submission_number": ["P100006/S001", "P999999/S001"], "date_decision": ["2020-01-01", "2020-01-01"],
+                  "device": ["ABLATOR", "X"], "approval_order_statement": ["New generator controls.", "Y"]}
+                 ).write_parquet(fda)
+    report = pair_cv.main_pairs_cv(str(src), str(tmp_path / "out"), None, "cpu", True, folds=4, repeats=1,
+                                   fda_pma=str(fda))
+    assert report["input"]["fda_pma"] == str(fda) and report["input"]["devices_with_supplements"] == 1
+    assert "learned_no_dossier" in report["scorers"]

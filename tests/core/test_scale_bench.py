@@ -35,6 +35,13 @@ def _inputs(corpus: scale_bench.SyntheticCorpus, cfg: CandidateConfig, company: 
                         corpus.company_matches if company is None else company, matcher, corpus.lexical)
 
 
+def _before_dossiers(new: pl.DataFrame) -> pl.DataFrame:
+    """`new` as the implementation before dossiers wrote it: without a dossier scorer the score is
+    NaN (like `lexical` without one), and the old frames hold the column as null (schemas.conform)."""
+    assert new["dossier_lexical"].is_nan().all()
+    return new.with_columns(pl.lit(None, pl.Float32).alias("dossier_lexical"))
+
+
 def _assert_same_pool(a: pl.DataFrame, b: pl.DataFrame, atol: float = 0.0) -> None:
     assert a.height == b.height and a.schema == b.schema
     assert a.drop(FLOATS).equals(b.drop(FLOATS))
@@ -117,7 +124,7 @@ def test_results_identical_to_the_implementation_before_the_scale_work(corpus: s
     old_inputs = before.Stage2Inputs(corpus.device_ids, corpus.device_vectors, corpus.patent_ids,
                                      corpus.patent_vectors, company, old_matcher, corpus.lexical)
     old = before.generate_candidates(old_inputs, cfg)
-    new = generate_candidates(_inputs(corpus, cfg, company), cfg)
+    new = _before_dossiers(generate_candidates(_inputs(corpus, cfg, company), cfg))
     z = ["sim_z_device", "sim_z_patent"]
     assert old.height > 100 and old.drop(z).equals(new.drop(z))  # every other column bit for bit
     for col in z:  # the moments now go through BLAS instead of a naive einsum: float32 rounding only
@@ -208,8 +215,8 @@ def test_patents_in_any_order_give_the_pool_as_before(corpus: scale_bench.Synthe
     old = before.generate_candidates(before.Stage2Inputs(corpus.device_ids, corpus.device_vectors, ids, vectors,
                                                          strings, old_matcher, lexical), cfg)
     matcher = EntityMatcher(doc_keys(dm, ONTO, cfg), doc_keys(pm, ONTO, cfg), ids, cfg)
-    new = generate_candidates(Stage2Inputs(corpus.device_ids, corpus.device_vectors, ids, vectors,
-                                           corpus.company_matches, matcher, lexical), cfg)
+    new = _before_dossiers(generate_candidates(Stage2Inputs(corpus.device_ids, corpus.device_vectors, ids, vectors,
+                                                            corpus.company_matches, matcher, lexical), cfg))
     z = ["sim_z_device", "sim_z_patent"]
     assert old.height > 100 and old.drop(z).equals(new.drop(z))
     for col in z:
@@ -268,6 +275,7 @@ def test_devices_in_any_order_or_asked_twice_give_the_pool_as_before(corpus: sca
                                      cfg, wanted)
     new = generate_candidates(_inputs(corpus, cfg), cfg, wanted)
     assert old.height > 100 and set(new.n_chunks("all")) == {1}
+    new = _before_dossiers(new)
     # a device asked for twice lands in other blocks than in one pass: BLAS rounding of the cosine only
     _assert_same_pool(old, new, atol=1e-4)
 

@@ -115,8 +115,9 @@ def test_backfilling_one_device_touches_only_its_partition(harness):
     assert harness.materialize(partition_range=(keys[0], keys[-1])).success
     before = harness.table("reranked_links")
     device = keys[3]
-    device_assets = dg.AssetSelection.assets("pma_documents", "pma_quarantine", "device_entities", "device_embeddings",
-                                             "candidate_pool", "cross_encoder_scores", "reranked_links")
+    device_assets = dg.AssetSelection.assets("pma_documents", "pma_quarantine", "pma_supplements", "device_entities",
+                                             "device_embeddings", "candidate_pool", "cross_encoder_scores",
+                                             "reranked_links")
     one = harness.materialize(selection=device_assets, partition_key=device)  # with the assets' checks
     assert one.success
     after = harness.table("reranked_links")
@@ -134,7 +135,8 @@ def test_backfilling_one_device_touches_only_its_partition(harness):
 
 def test_a_partition_the_corpus_lacks_fails_with_its_name(harness):
     harness.register(["P999999"])
-    result = harness.materialize(selection=dg.AssetSelection.assets("pma_documents", "pma_quarantine"), partition_key="P999999")
+    result = harness.materialize(selection=dg.AssetSelection.assets("pma_documents").required_multi_asset_neighbors(),
+                                 partition_key="P999999")
     assert not result.success
     failure = [e for e in result.all_events if e.is_step_failure][0]
     assert "P999999" in str(failure.event_specific_data.error)
@@ -161,3 +163,45 @@ def test_meddevkg_former_owners_sets_the_corpus_resource(monkeypatch):
     monkeypatch.setenv("MEDDEVKG_FORMER_OWNERS", "maybe")
     with pytest.raises(ValueError, match="MEDDEVKG_FORMER_OWNERS='maybe'"):
         build_resources()
+
+
+def test_fda_supplements_make_the_dossier_score_only_when_configured(harness, tmp_path):
+    from meddevkg_dagster.resources import CorpusResource
+
+    keys = _all_devices(harness)
+    assert harness.materialize(partition_range=(keys[0], keys[-1])).success
+    assert harness.table("pma_supplements").height == 0
+    assert harness.table("candidate_pool")["dossier_lexical"].is_nan().all()  # no records read: missing
+
+    fda = tmp_path / "pma.parquet"  # fdadata_pma's own columns, a supplement of the first device only
+    pl.DataFrame({"submission_number": [keys[0], f"{keys[0]}/S001", "P999999/S001"],
+                  "date_decision": ["2020-01-01", "2021-01-01", "2021-01-01"],
+                  "device": ["X", "NEW MODEL", "Y"],
+                  "approval_order_statement": ["original", "A new balloon catheter shaft material.", "other"]}
+                 ).write_parquet(fda)
+    harness.resources["corpus"] = CorpusResource(path=str(harness.corpus), fda_pma_path=str(fda))
+    result = harness.materialize(partition_range=(keys[0], keys[-1]))
+    assert result.success
+    assert harness.table("pma_supplements").select("fda_id", "supplement_number").rows() == [(keys[0], "S001")]
+    pool = harness.table("candidate_pool")
+    assert pool["dossier_lexical"].is_not_nan().all()
+    first, rest = pool.filter(pl.col("fda_id") == keys[0]), pool.filter(pl.col("fda_id") != keys[0])
+    assert (first["dossier_lexical"] != first["lexical"]).any()  # the supplement's words count
+    assert (rest["dossier_lexical"] - rest["lexical"]).abs().max() < 1e-6  # no supplements: the device's own text
+    links = harness.table("reranked_links")
+    assert links.height == pool.height
+
+    harness.resources["corpus"] = CorpusResource(path=str(harness.corpus), fda_pma_path=str(tmp_path / "none"))
+    missing = harness.materialize(dg.AssetSelection.assets("pma_documents").required_multi_asset_neighbors(),
+                                  partition_key=keys[0])
+    assert not missing.success
+    assert "MEDDEVKG_FDA_PMA" in str(missing.get_step_failure_events()[0].event_specific_data.error)
+
+
+def test_meddevkg_fda_pma_sets_the_corpus_resource(monkeypatch, tmp_path):
+    from meddevkg_dagster.resources import build_resources
+
+    monkeypatch.delenv("MEDDEVKG_FDA_PMA", raising=False)
+    assert build_resources()["corpus"].fda_pma_path is None
+    monkeypatch.setenv("MEDDEVKG_FDA_PMA", str(tmp_path / "pma.parquet"))
+    assert build_resources()["corpus"].fda_pma_path is not None

@@ -13,10 +13,10 @@ EXPECTED_ASSETS = {
     "pma_documents", "patents", "gold_links", "rejected_records", "company_dictionary", "meddevonto",
     "device_entities", "patent_entities", "device_embeddings", "patent_embeddings", "candidate_pool",
     "cross_encoder_scores", "training_pairs", "reranker_model", "reranked_links", "meddevkg", "link_evaluation",
-    "pma_quarantine", "patent_quarantine",
+    "pma_quarantine", "pma_supplements", "patent_quarantine",
 }
-DEVICE_ASSETS = {"pma_documents", "pma_quarantine", "device_entities", "device_embeddings", "candidate_pool",
-                 "cross_encoder_scores", "reranked_links"}
+DEVICE_ASSETS = {"pma_documents", "pma_quarantine", "pma_supplements", "device_entities", "device_embeddings",
+                 "candidate_pool", "cross_encoder_scores", "reranked_links"}
 PATENT_ASSETS = {"patents", "patent_quarantine", "patent_entities", "patent_embeddings"}
 
 

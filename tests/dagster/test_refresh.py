@@ -78,7 +78,7 @@ def _materialize_openfda_devices(harness, openfda, keys):
     harness.resources["sources"] = SourcesResource(device_source="openfda")
     harness.resources["openfda"] = openfda
     harness.register(keys)
-    selection = dg.AssetSelection.assets("pma_documents", "pma_quarantine")
+    selection = dg.AssetSelection.assets("pma_documents", "pma_quarantine", "pma_supplements")
     result = dg.materialize([sources.pma_documents], instance=harness.instance, resources=harness.resources,
                             selection=selection, tags={"dagster/asset_partition_range_start": keys[0],
                                                        "dagster/asset_partition_range_end": keys[-1]})

@@ -269,3 +269,35 @@ def test_device_text_follows_the_paper_without_its_the_deletion():
     assert device_text("Implantable pulse generator, pacemaker (non-CRT)", "PULSAR", "") == \
         "Implantable Pulse Generator, Pacemaker (Non-CRT) PULSAR"
     assert device_text("STENT, RENAL", None, None) == "STENT, RENAL"
+
+
+def test_supplements_are_kept_apart_and_a_bad_one_is_quarantined():
+    adhesive = "Approval for a new distal tip adhesive."
+    records = [_record("P240000"),
+               _record("P240000", "S001", "2025-01-02", ao_statement=adhesive, trade_name="Minima(TM) Stent"),
+               _record("P240000", "S001", "2025-01-02", ao_statement=adhesive, trade_name="Minima(TM) Stent"),
+               _record("P240000", "S002", "2026-02-03", ao_statement="Change in the sterilization process."),
+               _record("P24X", "S003"), _record("P240000", "S004", decided="31/12/2025")]
+    result = pma_records_to_devices(records)
+    assert result.devices.height == 1 and result.counts["supplements"] == 5
+    assert result.supplements.schema == schemas.SUPPLEMENTS
+    assert result.supplements.rows() == [
+        ("P240000", "S001", date(2025, 1, 2), "Minima Stent", "a new distal tip adhesive."),
+        ("P240000", "S002", date(2026, 2, 3), "Minima Stent System P240000", "Change in the sterilization process.")]
+    reasons = result.rejected["reason"].to_list()
+    assert "supplement S003: pma_number 'P24X' is not a PMA number" in reasons
+    assert any(r.startswith("supplement S004: unparseable decision_date '31/12/2025'") for r in reasons)
+
+
+def test_conflicting_copies_of_a_supplement_resolve_the_same_whatever_the_order():
+    records = [_record("P240000", "S001", "2025-01-02", ao_statement="Approval for the first text."),
+               _record("P240000", "S001", "2025-03-04", ao_statement="Approval for the later text."),
+               _record("P240000", "S001", "2025-03-04", ao_statement="Approval for another later text.")]
+    outcomes = set()
+    for seed in range(6):
+        shuffled = records[:]
+        random.Random(seed).shuffle(shuffled)
+        outcomes.add(pma_records_to_devices(shuffled).supplements.write_json())
+    assert len(outcomes) == 1
+    kept = pma_records_to_devices(records).supplements.row(0, named=True)
+    assert kept["decision_date"] == date(2025, 3, 4)  # the latest decision wins

@@ -1,0 +1,120 @@
+"""Device dossiers: supplements read from FDA PMA records, and the Stage-2 score over them."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from meddevkg_core import schemas
+from meddevkg_core.candidates import generate_candidates
+from meddevkg_core.config import PipelineConfig
+from meddevkg_core.corpus import Corpus, CorpusError
+from meddevkg_core.dossier import device_dossiers, read_supplements, supplements_of, with_supplements
+from meddevkg_core.ontology import load_meddevonto
+from meddevkg_core.pipeline import stage2_inputs
+
+DEVICES = pl.DataFrame({"fda_id": ["P130026", "P100001", "P200002"],
+                        "text": ["Cardiac ablation catheter TACTICATH.", "Coronary stent system.",
+                                 "Heart valve prosthesis."]})
+SUPPLEMENTS = pl.DataFrame({
+    "fda_id": ["P130026", "P130026", "P130026", "P999999"],
+    "supplement_number": ["S002", "S001", "S003", "S001"],
+    "decision_date": [date(2016, 5, 1), date(2015, 2, 1), date(2017, 1, 1), date(2015, 1, 1)],
+    "trade_name": ["TACTICATH QUARTZ", "TACTICATH QUARTZ", "TACTICATH SE", None],
+    "statement": ["a new distal tip adhesive.", "alternative supplier for the optical fiber component.",
+                  "a new distal tip adhesive.", "unrelated device."],
+}, schema=schemas.SUPPLEMENTS)
+
+
+def test_a_dossier_is_the_device_text_then_distinct_names_and_statements_oldest_first():
+    dossiers = device_dossiers(DEVICES, SUPPLEMENTS)
+    assert dossiers["P130026"] == ("Cardiac ablation catheter TACTICATH. TACTICATH QUARTZ TACTICATH SE "
+                                   "alternative supplier for the optical fiber component. a new distal tip adhesive.")
+    assert dossiers["P100001"] == "Coronary stent system."  # no supplements: its own text
+    assert set(dossiers) == set(DEVICES["fda_id"])  # another device's supplements are not read
+
+
+def _fdadata(rows: list[tuple[str, str, str | None, str | None]]) -> pl.DataFrame:
+    """Rows in fdadata_pma's own column names: submission_number, date_decision, device, statement."""
+    return pl.DataFrame({
+        "submission_number": [r[0] for r in rows],
+        "date_decision": [date.fromisoformat(r[1]) for r in rows],
+        "device": [r[2] for r in rows],
+        "approval_order_statement": [r[3] for r in rows],
+        "sponsor": ["St Jude Medical"] * len(rows),
+    })
+
+
+def test_supplements_are_read_from_fda_pma_records(tmp_path: Path):
+    path = tmp_path / "pma.parquet"
+    _fdadata([("P130026", "2014-10-24", "TACTICATH", "APPROVAL FOR THE TACTICATH QUARTZ CATHETER."),
+              ("P130026/S001", "2015-02-01", "TACTICATH(TM) QUARTZ", "APPROVAL FOR A NEW DISTAL TIP ADHESIVE."),
+              ("P130026/S002", "2016-05-01", None, None),
+              ("P100001/S001", "2012-01-01", "STENT", "CHANGE IN THE STERILIZATION PROCESS."),
+              ("BAD-NUMBER/S001", "2012-01-01", "X", "Y")]).write_parquet(path)
+    every = read_supplements(path)
+    assert every.schema == schemas.SUPPLEMENTS and every.height == 4  # every supplement; the original is not one
+    mine = read_supplements(path, ["P130026"])
+    assert mine.rows() == [("P130026", "S001", date(2015, 2, 1), "TACTICATH QUARTZ", "A NEW DISTAL TIP ADHESIVE."),
+                           ("P130026", "S002", date(2016, 5, 1), None, None)]
+    assert supplements_of(every, ["P100001"])["statement"].to_list() == ["CHANGE IN THE STERILIZATION PROCESS."]
+
+
+def test_a_file_that_is_not_pma_records_is_an_error_naming_it(tmp_path: Path):
+    path = tmp_path / "patents.parquet"
+    pl.DataFrame({"pat_id": ["1"], "text": ["a"]}).write_parquet(path)
+    with pytest.raises(CorpusError, match="patents.parquet: not PMA records"):
+        read_supplements(path)
+    with pytest.raises(CorpusError, match="cannot be read"):
+        read_supplements(tmp_path / "missing.parquet")
+
+
+def test_without_records_the_corpus_has_no_supplements(tmp_path: Path):
+    corpus = Corpus(DEVICES, schemas.empty(schemas.PATENTS), schemas.empty(schemas.GOLD_LINKS),
+                    schemas.empty(schemas.LABELED_PAIRS), schemas.empty(schemas.REJECTED_RECORDS))
+    assert with_supplements(corpus, None) is corpus and corpus.supplements is None
+    path = tmp_path / "pma.parquet"
+    _fdadata([("P100001/S001", "2012-01-01", "STENT", "CHANGE IN THE STERILIZATION PROCESS.")]).write_parquet(path)
+    assert with_supplements(corpus, path).supplements["fda_id"].to_list() == ["P100001"]
+
+
+PATENTS = pl.DataFrame({"pat_id": ["1", "2", "3"],
+                        "text": ["Optical fiber force sensor in an ablation catheter tip.",
+                                 "Adhesive bond joint of a distal tip.", "Coronary stent with drug coating."]})
+
+
+NO_COMPANY_MATCHES = pl.DataFrame(schema={"fda_id": pl.String, "pat_id": pl.String, "match_kind": pl.String,
+                                          "company_path": pl.String})
+
+
+def _pool(devices: pl.DataFrame, supplements: pl.DataFrame | None) -> pl.DataFrame:
+    rng = np.random.default_rng(0)
+    embeddings = {name: pl.DataFrame({"doc_id": ids, "content_hash": ids,
+                                      "embedding": list(rng.normal(size=(len(ids), 8)).astype(np.float32))},
+                                     schema=schemas.EMBEDDINGS)
+                  for name, ids in (("d", devices["fda_id"].to_list()), ("p", PATENTS["pat_id"].to_list()))}
+    config = PipelineConfig()
+    everything = config.candidates.model_copy(update={"admission_threshold": -1.0})
+    config = config.model_copy(update={"candidates": everything})
+    inputs = stage2_inputs(embeddings["d"], embeddings["p"], schemas.empty(schemas.MENTIONS),
+                           schemas.empty(schemas.MENTIONS), NO_COMPANY_MATCHES,
+                           load_meddevonto(), config, devices, PATENTS, supplements)
+    return generate_candidates(inputs, config.candidates).sort("fda_id", "pat_id")
+
+
+def test_the_dossier_score_reads_the_supplements_and_not_the_batch():
+    pool = _pool(DEVICES, SUPPLEMENTS)
+    assert pool.height == 9  # every pair admitted (threshold below every score)
+    row = {(r["fda_id"], r["pat_id"]): r for r in pool.iter_rows(named=True)}
+    # "adhesive", "joint"... the device text shares no word with patent 2, its supplements do
+    assert row[("P130026", "2")]["lexical"] == 0 < row[("P130026", "2")]["dossier_lexical"]
+    # a device without supplements scores its own text
+    assert row[("P100001", "3")]["dossier_lexical"] == pytest.approx(row[("P100001", "3")]["lexical"])
+    alone = _pool(DEVICES.head(1), SUPPLEMENTS)  # IDF from the patents: the same whichever devices run
+    same_device = pool.filter(pl.col("fda_id") == "P130026")
+    assert alone["dossier_lexical"].to_list() == same_device["dossier_lexical"].to_list()
+    assert _pool(DEVICES, None)["dossier_lexical"].is_nan().all()  # no records read: missing, not zero
