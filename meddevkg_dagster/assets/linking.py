@@ -47,10 +47,10 @@ def company_dictionary(pma_documents: pl.DataFrame, patents: pl.DataFrame,
 
 
 def stage2_inputs_of(corpus: CorpusResource, sources: SourcesResource, config: PipelineConfig,
-                   pma_documents: pl.DataFrame, pma_supplements: pl.DataFrame, patents: pl.DataFrame,
-                   device_embeddings: pl.DataFrame, patent_embeddings: pl.DataFrame,
-                   device_entities: pl.DataFrame, patent_entities: pl.DataFrame,
-                   meddevonto: pl.DataFrame) -> Stage2Inputs:
+                     pma_documents: pl.DataFrame, pma_supplements: pl.DataFrame, patents: pl.DataFrame,
+                     device_embeddings: pl.DataFrame, patent_embeddings: pl.DataFrame,
+                     device_entities: pl.DataFrame, patent_entities: pl.DataFrame,
+                     meddevonto: pl.DataFrame) -> Stage2Inputs:
     # Patent-side tables arrive year by year from the store: a fixed order keeps the run reproducible.
     patents, patent_embeddings = patents.sort("pat_id"), patent_embeddings.sort("doc_id")
     matches = company_match_table(pma_documents, patents, corpus.resolver())
@@ -79,8 +79,8 @@ def candidate_pool(context: dg.AssetExecutionContext, corpus: CorpusResource, so
     """Stage 2: every device x patent pair scored (company, vector, entity, words); admitted pairs kept."""
     config = pipeline_config.config()
     with stopwatch() as t:
-        inputs = stage2_inputs_of(corpus, sources, config, pma_documents, pma_supplements, patents, device_embeddings,
-                                patent_embeddings, device_entities, patent_entities, meddevonto)
+        inputs = stage2_inputs_of(corpus, sources, config, pma_documents, pma_supplements, patents,
+                                  device_embeddings, patent_embeddings, device_entities, patent_entities, meddevonto)
         parts = collect_candidates(inputs, config.candidates, partition_keys(context) or None,
                                    progress=log_progress(context, "devices"))
         del inputs  # vectors and entity index go before the pool is assembled (see collect_candidates)
@@ -140,8 +140,8 @@ def training_pairs(corpus: CorpusResource, sources: SourcesResource, pipeline_co
     config = pipeline_config.config()
     with stopwatch() as t:
         # The Stage-2 index is rebuilt only for the out-of-pool sample; the pool itself carries the rest.
-        inputs = (stage2_inputs_of(corpus, sources, config, pma_documents, pma_supplements, patents, device_embeddings,
-                                 patent_embeddings, device_entities, patent_entities, meddevonto)
+        inputs = (stage2_inputs_of(corpus, sources, config, pma_documents, pma_supplements, patents,
+                                   device_embeddings, patent_embeddings, device_entities, patent_entities, meddevonto)
                   if config.rerank.outside_pool_negative_rate > 0 else None)
         out = build_training_pairs(inputs, candidate_pool, cross_encoder_scores, gold_links, config)
     outside = out.filter(~pl.col("in_pool"))
