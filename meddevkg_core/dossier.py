@@ -58,11 +58,9 @@ def read_supplements(path: str | Path, fda_ids: Sequence[str] | None = None) -> 
     if not has_statements or not ({"submission_number", "pma_number"} & set(frame.columns)):
         raise CorpusError(f"{path}: not PMA records (no submission_number/pma_number and approval statement columns)")
     records = canonical_pma(frame)
-    if fda_ids is None:
-        return supplements_from_pma(records)
-    # chosen before the rows are cleaned one by one: the national file has 55K supplements
-    wanted = pl.Series(list(fda_ids), dtype=pl.String).implode()
-    return supplements_of(supplements_from_pma(records.filter(pl.col("pma_number").is_in(wanted))), fda_ids)
+    if fda_ids is not None:  # chosen before the rows are cleaned one by one: the national file has 55K
+        records = records.filter(pl.col("pma_number").is_in(pl.Series(list(fda_ids), dtype=pl.String).implode()))
+    return supplements_from_pma(records)
 
 
 def with_supplements(corpus: Corpus, fda_pma: str | Path | None) -> Corpus:
