@@ -81,6 +81,10 @@ class TfidfScorer:
     def score_block(self, device_rows: list[int]) -> np.ndarray:
         return np.asarray((self.devices[device_rows] @ self._patents_by_term).toarray(), dtype=np.float64)
 
+    def score_cells(self, device_row: int, patent_cols: np.ndarray) -> np.ndarray:
+        """One device's scores against some patents (the same values as its `score_block` row there)."""
+        return np.asarray((self.patents[patent_cols] @ self.devices[device_row].T).toarray(), np.float64).ravel()
+
 
 @dataclass(frozen=True)
 class Bm25Scorer:

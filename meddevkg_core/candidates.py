@@ -20,12 +20,15 @@ from meddevkg_core import schemas
 from meddevkg_core.config import Admission, CandidateConfig
 from meddevkg_core.entity_match import EntityMatcher
 from meddevkg_core.progress import Progress, no_progress
+from meddevkg_core.siblings import SiblingIndex
 
 
 class LexicalScorer(Protocol):
     """Scores device rows against every patent by words (e.g. TF-IDF cosine), rows as in Stage2Inputs."""
 
     def score_block(self, device_rows: list[int]) -> np.ndarray: ...
+
+    def score_cells(self, device_row: int, patent_cols: np.ndarray) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,12 @@ class Stage2Inputs:
                  .join(rows, on="fda_id", how="inner").join(cols, on="pat_id", how="inner")
                  .sort("_row", "_order"))
         return cells["_row"].to_numpy(), cells["_col"].to_numpy(), cells["_deal"].fill_null(False).to_numpy()
+
+    @cached_property
+    def siblings(self) -> SiblingIndex:
+        """Each patent's best-fitting company-matched devices (siblings), over every device here."""
+        rows, cols, _ = self.company_cells
+        return SiblingIndex.build(self.device_vectors, self.patent_vectors, self.lexical, rows, cols)
 
     @cached_property
     def device_moments(self) -> tuple[np.ndarray, np.ndarray]:
@@ -131,6 +140,8 @@ class BlockScores:
     device_std: np.ndarray
     patent_mean: np.ndarray  # (patents,) float32: each patent's cosine mean over all devices
     patent_std: np.ndarray
+    rows: np.ndarray  # (devices of the block,) their rows in the inputs
+    siblings: SiblingIndex
 
     @property
     def total(self) -> np.ndarray:
@@ -153,6 +164,10 @@ class BlockScores:
         sim = self.sim[rows, cols]
         return ((sim - self.device_mean[rows]) / self.device_std[rows],
                 (sim - self.patent_mean[cols]) / self.patent_std[cols])
+
+    def sibling_margins_at(self, rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """SIBLING_FEATURES (siblings) of the selected pairs."""
+        return self.siblings.margins(self.rows[rows], cols, self.sim[rows, cols], self.lexical[rows, cols])
 
 
 MAX_BLOCK_PAIRS = 1 << 24
@@ -180,6 +195,7 @@ def score_blocks(inputs: Stage2Inputs, cfg: CandidateConfig, device_ids: list[st
     c_rows, c_cols, c_deal = inputs.company_cells
     p_mean, p_std = inputs.patent_moments
     d_mean, d_std = inputs.device_moments
+    siblings = inputs.siblings
     for start in range(0, len(wanted), size):
         block = wanted[start:start + size]
         rows_all = [row_of[d] for d in block]
@@ -200,7 +216,7 @@ def score_blocks(inputs: Stage2Inputs, cfg: CandidateConfig, device_ids: list[st
                 via_deal[i, c_cols[lo:hi]] = c_deal[lo:hi]
         scores = BlockScores(block, sim, comp, vector_points(sim, cfg), ent.score, ent.core,
                              ent.tier_s, ent.matches, via_deal, lexical, dossier, d_mean[rows_all], d_std[rows_all],
-                             p_mean, p_std)
+                             p_mean, p_std, np.asarray(rows_all, np.int64), siblings)
         # drop this generator's own references before yielding, so the caller's `del` frees the block
         # before the next one is scored (otherwise two blocks of dense arrays are alive at once)
         del sim, comp, via_deal, ent, lexical, dossier
@@ -245,6 +261,7 @@ def block_frame(scores: BlockScores, patent_ids: list[str], rows: np.ndarray, co
 def score_columns(scores: BlockScores, rows: np.ndarray, cols: np.ndarray) -> dict[str, np.ndarray]:
     """Every score component of the selected pairs, in the pool's column order."""
     z_device, z_patent = scores.z_at(rows, cols)
+    sibling_sim, sibling_lexical = scores.sibling_margins_at(rows, cols)
     return {
         "sim": scores.sim[rows, cols],
         "score_company": scores.company[rows, cols].astype(np.int16),
@@ -258,6 +275,8 @@ def score_columns(scores: BlockScores, rows: np.ndarray, cols: np.ndarray) -> di
         "sim_z_patent": z_patent,
         "lexical": scores.lexical[rows, cols],
         "dossier_lexical": scores.dossier[rows, cols],
+        "sibling_sim_margin": sibling_sim,
+        "sibling_lexical_margin": sibling_lexical,
     }
 
 
@@ -312,7 +331,8 @@ def _labels(names: list[Admission]) -> pl.Series:
 _NUMERIC = {"sim": pl.Float32, "score_company": pl.Int16, "score_vector": pl.Int16, "score_entity": pl.Float32,
             "score_total": pl.Float32, "entity_matches": pl.Int16, "tier_s_match": pl.Boolean,
             "company_via_deal": pl.Boolean, "sim_z_device": pl.Float32, "sim_z_patent": pl.Float32,
-            "lexical": pl.Float32, "dossier_lexical": pl.Float32}
+            "lexical": pl.Float32, "dossier_lexical": pl.Float32, "sibling_sim_margin": pl.Float32,
+            "sibling_lexical_margin": pl.Float32}
 """The pool columns kept per block as numpy arrays of their own dtype (the others are codes)."""
 
 

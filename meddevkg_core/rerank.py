@@ -23,6 +23,7 @@ from meddevkg_core import schemas
 from meddevkg_core.config import Admission, RerankConfig
 from meddevkg_core.known_links import KNOWN_LINK_FEATURES, KnownLinks
 from meddevkg_core.pair_features import POOL_FEATURES, YEAR_FEATURES, with_derived_features
+from meddevkg_core.siblings import SIBLING_FEATURES
 from meddevkg_core.text_adapter import (
     TextAdapter,
     Vectors,
@@ -37,7 +38,7 @@ FEATURES = (
     "has_tiers", "has_rescue", "is_same_company", "sim_raw",
 )
 EXTENDED_FEATURES = FEATURES + ("sim_z_device", "lexical", "entity_matches", "company_via_deal", *YEAR_FEATURES,
-                                 *POOL_FEATURES, *KNOWN_LINK_FEATURES, "dossier_lexical")
+                                 *POOL_FEATURES, *KNOWN_LINK_FEATURES, "dossier_lexical", *SIBLING_FEATURES)
 """The paper's 9 plus where the cosine stands within the device (z-score), a lexical similarity,
 how many entity keys are shared (not only the best one), whether the company match goes through
 an acquisition (METHOD.md §9 items 7, 10, 13), the patent's grant year against the device's year
@@ -45,11 +46,12 @@ an acquisition (METHOD.md §9 items 7, 10, 13), the patent's grant year against 
 the pair stands within its device's pool (pair_features), and how alike the pair's device is to
 another device the model knows the patent is linked to (known_links), and the lexical similarity
 of the patent to the device's dossier, its supplements included (dossier; missing when a run read
-no FDA records). Every one is the same whichever devices a run scores together."""
+no FDA records), and how much better the patent fits the device than the best of the company's
+other devices (siblings). Every one is the same whichever devices a run scores together."""
 CORPUS_FEATURES = EXTENDED_FEATURES + ("sim_z_patent",)
-"""Plus where the cosine stands within the patent: its moments run over the devices of the Stage-2
-inputs, so the value is right in a run over every device (CLI, benchmark) but not in a run over
-some device partitions (Dagster), where a device's links would then depend on its batch."""
+"""Plus where the cosine stands within the patent: its moments run over every device of the Stage-2
+inputs (the stored catalogue in Dagster's candidate_pool), so each new device moves every pair's
+value a little; the benchmark measures it as the ablation `extended_corpus_features`."""
 FEATURE_SETS = {"paper": FEATURES, "extended": EXTENDED_FEATURES, "extended_corpus": CORPUS_FEATURES}
 RESCUES = (Admission.RESCUE_VECTOR.value, Admission.RESCUE_ANCHOR.value)
 

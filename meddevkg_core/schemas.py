@@ -139,6 +139,8 @@ CANDIDATES = pl.Schema(
         "sim_z_patent": pl.Float32,
         "lexical": pl.Float32,
         "dossier_lexical": pl.Float32,
+        "sibling_sim_margin": pl.Float32,
+        "sibling_lexical_margin": pl.Float32,
         "shared_terms": pl.String,
         "company_path": pl.String,
         "admitted_by": pl.String,
@@ -168,6 +170,8 @@ TRAINING_PAIRS = pl.Schema(
         "sim_z_patent": pl.Float32,
         "lexical": pl.Float32,
         "dossier_lexical": pl.Float32,
+        "sibling_sim_margin": pl.Float32,
+        "sibling_lexical_margin": pl.Float32,
         "entity_matches": pl.Int16,
         "company_via_deal": pl.Boolean,
     }

@@ -24,3 +24,13 @@ ALL_PATENT_YEARS = dg.AllPartitionMapping()
 def all_patent_years(*inputs: str) -> dict[str, dg.AssetIn]:
     """`ins=` for an asset that reads these patent-side assets whole (every year partition)."""
     return {name: dg.AssetIn(partition_mapping=ALL_PATENT_YEARS) for name in inputs}
+
+
+DEVICE_CATALOGUE = dg.AllPartitionMapping()
+"""How a device partition reads the other devices: every stored one (the sibling features compare
+a device with its company's other products, so they need the catalogue, not the run's batch)."""
+
+
+def device_catalogue(*inputs: str) -> dict[str, dg.AssetIn]:
+    """`ins=` for a device-partitioned asset that reads these device-side assets for every device."""
+    return {name: dg.AssetIn(partition_mapping=DEVICE_CATALOGUE) for name in inputs}

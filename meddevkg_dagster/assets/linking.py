@@ -15,7 +15,13 @@ from meddevkg_core.text_adapter import Vectors
 from meddevkg_core.training_pairs import training_pairs as build_training_pairs
 from meddevkg_dagster.assets.sources import ontology_from_table
 from meddevkg_dagster.lib import log_progress, partition_keys, stopwatch, stored_table, table_metadata
-from meddevkg_dagster.partitions import ALL_PATENT_YEARS, DEVICE_BACKFILL, all_patent_years, pma_devices
+from meddevkg_dagster.partitions import (
+    ALL_PATENT_YEARS,
+    DEVICE_BACKFILL,
+    all_patent_years,
+    device_catalogue,
+    pma_devices,
+)
 from meddevkg_dagster.resources import (
     DUCKDB_POOL,
     GPU_TAG,
@@ -68,7 +74,8 @@ def dossier_supplements(corpus: CorpusResource, sources: SourcesResource,
 
 
 @dg.asset(group_name="candidates", pool=DUCKDB_POOL, kinds={"numpy", "duckdb"}, deps=["company_dictionary"],
-          ins=all_patent_years("patents", "patent_embeddings", "patent_entities"),
+          ins={**all_patent_years("patents", "patent_embeddings", "patent_entities"),
+               **device_catalogue("pma_documents", "pma_supplements", "device_embeddings", "device_entities")},
           metadata=_by_device(schemas.CANDIDATES), **DEVICE_PARTITIONED)
 def candidate_pool(context: dg.AssetExecutionContext, corpus: CorpusResource, sources: SourcesResource,
                    pipeline_config: PipelineConfigResource, pma_documents: pl.DataFrame,
@@ -76,16 +83,20 @@ def candidate_pool(context: dg.AssetExecutionContext, corpus: CorpusResource, so
                    device_embeddings: pl.DataFrame, patent_embeddings: pl.DataFrame,
                    device_entities: pl.DataFrame, patent_entities: pl.DataFrame,
                    meddevonto: pl.DataFrame) -> dg.Output[pl.DataFrame]:
-    """Stage 2: every device x patent pair scored (company, vector, entity, words); admitted pairs kept."""
+    """Stage 2: every device x patent pair scored (company, vector, entity, words); admitted pairs kept.
+
+    The device inputs are the whole stored catalogue and the run's devices are scored against it:
+    a device's sibling features (siblings) compare it with its company's other devices, whichever
+    of them this run materialises."""
     config = pipeline_config.config()
+    batch = partition_keys(context) or pma_documents["fda_id"].sort().to_list()
     with stopwatch() as t:
         inputs = stage2_inputs_of(corpus, sources, config, pma_documents, pma_supplements, patents,
                                   device_embeddings, patent_embeddings, device_entities, patent_entities, meddevonto)
-        parts = collect_candidates(inputs, config.candidates, partition_keys(context) or None,
-                                   progress=log_progress(context, "devices"))
+        parts = collect_candidates(inputs, config.candidates, batch, progress=log_progress(context, "devices"))
         del inputs  # vectors and entity index go before the pool is assembled (see collect_candidates)
         pool = parts.to_frame()
-    pairs = pma_documents.height * patents.height
+    pairs = len(batch) * patents.height
     admitted = dict(pool.group_by("admitted_by").len().iter_rows())
     context.log.info(f"scored {pairs} pairs in {t['seconds']}s; kept {pool.height}")
     return dg.Output(pool, metadata=table_metadata(

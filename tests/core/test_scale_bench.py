@@ -19,7 +19,7 @@ from meddevkg_core.rerank import apply_fold_models, decide, feature_frame, fit_f
 from tests.core import _stage2_before as before
 
 ONTO = load_meddevonto()
-FLOATS = ["sim", "sim_z_device", "sim_z_patent", "lexical"]
+FLOATS = ["sim", "sim_z_device", "sim_z_patent", "lexical", "sibling_sim_margin"]
 
 
 @pytest.fixture(scope="module")
@@ -36,10 +36,12 @@ def _inputs(corpus: scale_bench.SyntheticCorpus, cfg: CandidateConfig, company: 
 
 
 def _before_dossiers(new: pl.DataFrame) -> pl.DataFrame:
-    """`new` as the implementation before dossiers wrote it: without a dossier scorer the score is
-    NaN (like `lexical` without one), and the old frames hold the column as null (schemas.conform)."""
+    """`new` as the implementation before dossiers and siblings wrote it: without a dossier scorer
+    the score is NaN (like `lexical` without one), and the old frames hold the columns they did not
+    have as null (schemas.conform). The sibling margins are checked in test_siblings."""
     assert new["dossier_lexical"].is_nan().all()
-    return new.with_columns(pl.lit(None, pl.Float32).alias("dossier_lexical"))
+    return new.with_columns(pl.lit(None, pl.Float32).alias(c)
+                            for c in ("dossier_lexical", "sibling_sim_margin", "sibling_lexical_margin"))
 
 
 def _assert_same_pool(a: pl.DataFrame, b: pl.DataFrame, atol: float = 0.0) -> None:

@@ -2,6 +2,7 @@
 
 import dagster as dg
 import duckdb
+import numpy as np
 import polars as pl
 import pytest
 
@@ -113,7 +114,7 @@ def test_rematerialising_replaces_rows_instead_of_duplicating(harness):
 def test_backfilling_one_device_touches_only_its_partition(harness):
     keys = _all_devices(harness)
     assert harness.materialize(partition_range=(keys[0], keys[-1])).success
-    before = harness.table("reranked_links")
+    before, pool_before = harness.table("reranked_links"), harness.table("candidate_pool")
     device = keys[3]
     device_assets = dg.AssetSelection.assets("pma_documents", "pma_quarantine", "pma_supplements", "device_entities",
                                              "device_embeddings", "candidate_pool", "cross_encoder_scores",
@@ -131,6 +132,14 @@ def test_backfilling_one_device_touches_only_its_partition(harness):
     assert checks["reranked_links_keys_unique"]["rows_checked"].value == rows
     assert after.filter(pl.col("fda_id") == device).sort("pat_id").equals(
         before.filter(pl.col("fda_id") == device).sort("pat_id"))
+    # alone in its run, the device is still compared with its company's other devices (siblings)
+    pool = harness.table("candidate_pool").filter(pl.col("fda_id") == device).sort("pat_id")
+    assert pool["sibling_sim_margin"].is_not_nan().any()
+    first = pool_before.filter(pl.col("fda_id") == device).sort("pat_id")
+    floats = [c for c, t in pool.schema.items() if t == pl.Float32]
+    assert pool.drop(floats).equals(first.drop(floats))
+    for col in floats:  # BLAS rounding of a one-device block's cosine only
+        np.testing.assert_allclose(pool[col].to_numpy(), first[col].to_numpy(), atol=1e-5, equal_nan=True)
 
 
 def test_a_partition_the_corpus_lacks_fails_with_its_name(harness):
