@@ -8,7 +8,7 @@ import pytest
 
 from meddevkg_core.benchmark import device_category, hard_negative_fpr_at_recall, run_benchmark
 from meddevkg_core.companies import CompanyResolver
-from meddevkg_core.config import PipelineConfig, RerankConfig
+from meddevkg_core.config import PipelineConfig, RerankConfig, TextAdapterConfig
 from meddevkg_core.corpus import read_corpus
 from meddevkg_core.demo import demo_corpus_dir
 from meddevkg_core.embeddings import HashingEncoder
@@ -16,7 +16,8 @@ from meddevkg_core.entities import load_spacy_pipeline
 from meddevkg_core.ontology import load_meddevonto
 from meddevkg_core.pipeline import Models
 
-CONFIG = PipelineConfig(rerank=RerankConfig(n_estimators=30))
+CONFIG = PipelineConfig(rerank=RerankConfig(n_estimators=30, text_adapter=TextAdapterConfig(enabled=True)))
+"""With the text adapters (off by default): the leakage test then covers the fused order too."""
 
 
 @pytest.fixture(scope="module")

@@ -247,7 +247,7 @@ def test_rank_pool_reads_the_top_pairs_vectors_only_and_ranks_as_with_every_vect
     pool = generate_candidates(inputs, PipelineConfig().candidates)
     gold = scale_bench.synthetic_gold(pool, n_devices=8, seed=0)
     vectors = Vectors.of_inputs(inputs)
-    cfg = RerankConfig(n_estimators=20, folds=4, text_adapter=TextAdapterConfig(top_k=5, epochs=2))
+    cfg = RerankConfig(n_estimators=20, folds=4, text_adapter=TextAdapterConfig(enabled=True, top_k=5, epochs=2))
     features = feature_frame(pool, None)
     models = fit_fold_models(features.filter(pl.col("fda_id").is_in(gold["fda_id"].unique().implode())), gold,
                              cfg, vectors)

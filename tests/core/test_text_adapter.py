@@ -8,7 +8,7 @@ from meddevkg_core.config import RerankConfig, TextAdapterConfig
 from meddevkg_core.rerank import FoldModels, RerankerModel, with_ranks
 from meddevkg_core.text_adapter import TextAdapter, Vectors, device_ranks, fit_text_adapter, fused_scores
 
-CFG = TextAdapterConfig(top_k=3)
+CFG = TextAdapterConfig(enabled=True, top_k=3)
 
 
 def test_fusion_reorders_the_top_k_and_keeps_the_rest_in_probability_order():

@@ -1,5 +1,7 @@
 """The whole asset graph on the demo corpus: materialised, idempotent, backfillable per device."""
 
+import json
+
 import dagster as dg
 import duckdb
 import numpy as np
@@ -33,7 +35,7 @@ def test_full_graph_materialises_with_checks_and_metadata(harness):
     assert pool.height > 0 and links.height == pool.height
     ranks = links.group_by("fda_id").agg(pl.col("rank").sort())["rank"].to_list()
     assert all(r == list(range(1, len(r) + 1)) for r in ranks)  # each device's final order
-    assert links["text_sim"].is_not_null().any()  # the text adapters trained on the demo gold ordered the top pairs
+    assert links["text_sim"].is_null().all()  # by default no text adapter: each device's pairs by probability
     assert sorted(pool["fda_id"].unique()) == sorted(set(pool["fda_id"]) & set(keys))
     assert harness.table("rejected_records").height == 3  # the demo's deliberately malformed rows
     ev = harness.table("link_evaluation").row(0, named=True)
@@ -52,13 +54,18 @@ def test_full_graph_materialises_with_checks_and_metadata(harness):
                 "and table_name = ? order by ordinal_position", [name]).fetchall()]
         assert stored == [c.name for c in schema.columns], name  # an empty output's table is created too
 
-    mats = {m.asset_key.to_user_string(): m.metadata for m in result.get_asset_materialization_events()
-            and [e.event_specific_data.materialization for e in result.get_asset_materialization_events()]}
+    mats = _materialized(result)
     assert "pool_recall" in mats["link_evaluation"]
-    assert mats["reranker_model"]["text_adapter"].value is True
+    assert mats["reranker_model"]["text_adapter"].value is False
     assert mats["reranker_model"]["known_links"].value > 0 and mats["reranker_model"]["known_link_devices"].value > 0
     assert "not configured" in mats["cross_encoder_scores"]["cross_encoder"].value or \
         "none configured" in mats["cross_encoder_scores"]["cross_encoder"].value
+
+
+def _materialized(result) -> dict[str, dict]:
+    """Each asset's materialisation metadata (the last event per asset)."""
+    return {e.event_specific_data.materialization.asset_key.to_user_string():
+            e.event_specific_data.materialization.metadata for e in result.get_asset_materialization_events()}
 
 
 def _inputs_loaded(result, step: str) -> set[str]:
@@ -67,8 +74,13 @@ def _inputs_loaded(result, step: str) -> set[str]:
 
 
 def test_device_steps_read_only_the_patent_data_they_use(harness):
-    """Without a cross-encoder no patent text is read; the reranker reads the vectors of each
-    device's top pairs from the store (rank_pool's test: the same ranks as with every vector)."""
+    """Without a cross-encoder no patent text is read; with the text adapters on, the reranker reads
+    the vectors of each device's top pairs from the store (rank_pool's test: the same ranks as with
+    every vector)."""
+    from meddevkg_dagster.resources import PipelineConfigResource
+
+    harness.resources["pipeline_config"] = PipelineConfigResource(
+        config_json=json.dumps({"rerank": {"text_adapter": {"enabled": True}}}))
     keys = _all_devices(harness)
     result = harness.materialize(partition_range=(keys[0], keys[-1]))
     assert result.success
@@ -76,7 +88,8 @@ def test_device_steps_read_only_the_patent_data_they_use(harness):
     assert harness.table("cross_encoder_scores").height == 0
     assert _inputs_loaded(result, "reranked_links") == {"candidate_pool", "cross_encoder_scores", "reranker_model",
                                                         "device_embeddings"}
-    assert harness.table("reranked_links")["text_sim"].is_not_null().any()
+    assert harness.table("reranked_links")["text_sim"].is_not_null().any()  # the adapters ordered the top pairs
+    assert _materialized(result)["reranker_model"]["text_adapter"].value is True
     graph = defs.resolve_asset_graph()  # lineage kept
     assert dg.AssetKey("patents") in graph.get(dg.AssetKey("cross_encoder_scores")).parent_keys
     assert dg.AssetKey("patent_embeddings") in graph.get(dg.AssetKey("reranked_links")).parent_keys
