@@ -81,9 +81,15 @@ class TfidfScorer:
     def score_block(self, device_rows: list[int]) -> np.ndarray:
         return np.asarray((self.devices[device_rows] @ self._patents_by_term).toarray(), dtype=np.float64)
 
-    def score_cells(self, device_row: int, patent_cols: np.ndarray) -> np.ndarray:
-        """One device's scores against some patents (the same values as its `score_block` row there)."""
-        return np.asarray((self.patents[patent_cols] @ self.devices[device_row].T).toarray(), np.float64).ravel()
+    def cell_scorer(self) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+        """Scores of (device rows, patent columns) as a (patents x devices) array, `score_block`'s
+        values there. It holds the patents row-major while the caller keeps it: a copy only when
+        they are stored column-major (scale_bench), where taking rows would scan every entry."""
+        patents, devices = self.patents.tocsr(), self.devices
+
+        def score(device_rows: np.ndarray, patent_cols: np.ndarray) -> np.ndarray:
+            return np.asarray((patents[patent_cols] @ devices[device_rows].T).toarray(), np.float64)
+        return score
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ on which devices the platform knows, not on which ones a run scores together.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -26,36 +27,55 @@ SIBLING_FEATURES = ("sibling_sim_margin", "sibling_lexical_margin")
 
 
 class CellScorer(Protocol):
-    """Scores one device row against some patent columns (e.g. TF-IDF cosine)."""
+    """Scores some devices against some patents (e.g. TF-IDF cosine) through `cell_scorer()`, as a
+    (patents x devices) array."""
 
-    def score_cells(self, device_row: int, patent_cols: np.ndarray) -> np.ndarray: ...
+    def cell_scorer(self) -> Callable[[np.ndarray, np.ndarray], np.ndarray]: ...
 
 
-@dataclass(frozen=True)
+CELLS_PER_STEP = 1 << 22
+"""At most this many (patent, device) scores are held at once while the index is built."""
+
+
+@dataclass
 class TopTwo:
     """Per patent: the best score over its company-matched devices, which device row has it
-    (-1: none), and the second best (-inf: fewer than two)."""
+    (-1: none), and the second best (-inf: fewer than two). Ties go to the lower device row."""
 
     best_row: np.ndarray
     best: np.ndarray
     second: np.ndarray
 
     @staticmethod
+    def empty(n_patents: int) -> TopTwo:
+        return TopTwo(np.full(n_patents, -1, np.int64), np.full(n_patents, -np.inf, np.float32),
+                      np.full(n_patents, -np.inf, np.float32))
+
+    @staticmethod
     def of(rows: np.ndarray, cols: np.ndarray, values: np.ndarray, n_patents: int) -> TopTwo:
-        """From the (device row, patent column, score) cells; ties go to the lower device row."""
-        best_row = np.full(n_patents, -1, np.int64)
-        best = np.full(n_patents, -np.inf, np.float32)
-        second = np.full(n_patents, -np.inf, np.float32)
-        if len(cols):
-            order = np.lexsort((rows, -values.astype(np.float64), cols))
-            rows, cols, values = rows[order], cols[order], values[order]
-            first = np.flatnonzero(np.r_[True, cols[1:] != cols[:-1]])
-            best_row[cols[first]], best[cols[first]] = rows[first], values[first]
-            nxt = first + 1
-            has_second = nxt < len(cols)
-            has_second[has_second] = cols[nxt[has_second]] == cols[first[has_second]]
-            second[cols[first[has_second]]] = values[nxt[has_second]]
-        return TopTwo(best_row, best, second)
+        """From (device row, patent column, score) cells, each (row, column) once."""
+        top = TopTwo.empty(n_patents)
+        for row in np.unique(rows):
+            mine = rows == row
+            top.add(cols[mine], np.array([row]), values[mine][:, None])
+        return top
+
+    def add(self, cols: np.ndarray, rows: np.ndarray, values: np.ndarray) -> None:
+        """Fold in `values` (len(cols) x len(rows)): devices `rows` at the distinct patent columns `cols`."""
+        at = np.arange(len(cols))
+        pick = values.argmax(axis=1)  # the first of equal maxima: rows come ascending
+        best, best_row = values[at, pick].astype(np.float32), rows[pick]
+        if values.shape[1] > 1:
+            rest = values.astype(np.float32, copy=True)
+            rest[at, pick] = -np.inf
+            second = rest.max(axis=1)
+        else:
+            second = np.full(len(cols), -np.inf, np.float32)
+        old, old_row, old_second = self.best[cols], self.best_row[cols], self.second[cols]
+        wins = (best > old) | ((best == old) & (best_row < old_row))
+        self.best[cols] = np.where(wins, best, old)
+        self.best_row[cols] = np.where(wins, best_row, old_row)
+        self.second[cols] = np.where(wins, np.maximum(old, second), np.maximum(old_second, best))
 
     def others_best(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
         """For each (device row, patent column): the best score of another device (-inf: none)."""
@@ -72,21 +92,20 @@ class SiblingIndex:
     @staticmethod
     def build(device_vectors: np.ndarray, patent_vectors: np.ndarray, lexical: CellScorer | None,
               company_rows: np.ndarray, company_cols: np.ndarray) -> SiblingIndex:
-        """From the company-matched cells (device rows sorted ascending, as Stage2Inputs.company_cells
-        gives them); each cell is scored once, device by device, so memory follows one device's
-        company patents, not the pair matrix."""
-        rows, cols = _distinct(company_rows, company_cols, len(patent_vectors))
-        sims = np.empty(len(rows), np.float32)
-        lex = np.empty(len(rows), np.float32) if lexical is not None else None
-        bounds = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1], True]) if len(rows) else np.array([0])
-        for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
-            row, part = int(rows[lo]), cols[lo:hi]
-            sims[lo:hi] = np.clip(patent_vectors[part] @ device_vectors[row], -1.0, 1.0)
-            if lex is not None:
-                lex[lo:hi] = lexical.score_cells(row, part)
+        """From the company-matched cells. A company's devices mostly match the same patents, so
+        devices with the same patent set are scored together: each such set's patent vectors and
+        TF-IDF rows are read once for all its devices, in steps of at most CELLS_PER_STEP scores."""
         n = len(patent_vectors)
-        return SiblingIndex(TopTwo.of(rows, cols, sims, n),
-                            TopTwo.of(rows, cols, lex, n) if lex is not None else None)
+        sim, lex = TopTwo.empty(n), TopTwo.empty(n) if lexical is not None else None
+        score_words = lexical.cell_scorer() if lexical is not None else None
+        for cols, rows in _devices_by_patent_set(*_distinct(company_rows, company_cols, n)):
+            step = max(1, CELLS_PER_STEP // len(rows))
+            for start in range(0, len(cols), step):
+                part = cols[start:start + step]
+                sim.add(part, rows, np.clip(patent_vectors[part] @ device_vectors[rows].T, -1.0, 1.0))
+                if lex is not None:
+                    lex.add(part, rows, score_words(rows, part))
+        return SiblingIndex(sim, lex)
 
     def margins(self, rows: np.ndarray, cols: np.ndarray, sim: np.ndarray,
                 lexical: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -98,9 +117,20 @@ class SiblingIndex:
         return sim_margin, _margin(lexical, self.lexical.others_best(rows, cols))
 
 
+def _devices_by_patent_set(rows: np.ndarray, cols: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(patent columns, device rows ascending) for each distinct set of columns a device matches."""
+    bounds = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1], True]) if len(rows) else np.array([0])
+    groups: dict[bytes, tuple[np.ndarray, list[int]]] = {}
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        part = cols[lo:hi]
+        groups.setdefault(part.tobytes(), (part, []))[1].append(int(rows[lo]))
+    return [(part, np.array(members, np.int64)) for part, members in groups.values()]
+
+
 def _distinct(rows: np.ndarray, cols: np.ndarray, n_patents: int) -> tuple[np.ndarray, np.ndarray]:
     """The cells once each (a pair listed twice in company_matches is one sibling), by row then column."""
-    keys = np.unique(rows.astype(np.int64) * max(n_patents, 1) + cols.astype(np.int64))
+    keys = np.sort(rows.astype(np.int64) * max(n_patents, 1) + cols.astype(np.int64))
+    keys = keys[np.r_[True, keys[1:] != keys[:-1]]] if len(keys) else keys
     return keys // max(n_patents, 1), keys % max(n_patents, 1)
 
 

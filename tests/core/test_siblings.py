@@ -97,7 +97,9 @@ def test_a_pair_listed_twice_is_one_sibling_and_texts_are_optional():
     assert not np.isnan(sim_margin[0]) and np.isnan(lex_margin[0])
 
 
-def test_tfidf_cells_equal_the_block_row():
+def test_tfidf_cells_equal_the_block_rows():
     scorer = TfidfScorer.fit(DEVICE_TEXTS, PATENT_TEXTS)
-    cols = np.array([2, 0])
-    np.testing.assert_allclose(scorer.score_cells(1, cols), scorer.score_block([1])[0, cols], atol=1e-12)
+    rows, cols = np.array([1, 3]), np.array([2, 0])
+    np.testing.assert_allclose(scorer.cell_scorer()(rows, cols), scorer.score_block([1, 3])[:, cols].T, atol=1e-12)
+    column_major = TfidfScorer(scorer.devices, scorer.patents.tocsc())  # as scale_bench stores them
+    np.testing.assert_allclose(column_major.cell_scorer()(rows, cols), scorer.cell_scorer()(rows, cols), atol=1e-12)
