@@ -51,15 +51,6 @@ class TopTwo:
         return TopTwo(np.full(n_patents, -1, np.int64), np.full(n_patents, -np.inf, np.float32),
                       np.full(n_patents, -np.inf, np.float32))
 
-    @staticmethod
-    def of(rows: np.ndarray, cols: np.ndarray, values: np.ndarray, n_patents: int) -> TopTwo:
-        """From (device row, patent column, score) cells, each (row, column) once."""
-        top = TopTwo.empty(n_patents)
-        for row in np.unique(rows):
-            mine = rows == row
-            top.add(cols[mine], np.array([row]), values[mine][:, None])
-        return top
-
     def add(self, cols: np.ndarray, rows: np.ndarray, values: np.ndarray) -> None:
         """Fold in `values` (len(cols) x len(rows)): devices `rows` at the distinct patent columns `cols`."""
         at = np.arange(len(cols))

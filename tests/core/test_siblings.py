@@ -40,15 +40,19 @@ def _every_pair(inputs: Stage2Inputs) -> pl.DataFrame:
 
 
 def test_top_two_keeps_the_best_the_second_and_who_is_best():
-    rows, cols = np.array([0, 1, 2, 0, 3]), np.array([0, 0, 0, 1, 2])
-    top = TopTwo.of(rows, cols, np.array([0.5, 0.9, 0.7, 0.2, 0.4], np.float32), 4)
+    top = TopTwo.empty(4)
+    top.add(np.array([0, 1]), np.array([0, 2]), np.array([[0.5, 0.7], [0.2, 0.1]], np.float32))  # a block
+    top.add(np.array([0]), np.array([1]), np.array([[0.9]], np.float32))  # another device, later
+    top.add(np.array([2]), np.array([3]), np.array([[0.4]], np.float32))
     assert top.best_row.tolist() == [1, 0, 3, -1]
     assert top.best.tolist() == pytest.approx([0.9, 0.2, 0.4, -np.inf])
-    assert top.second[0] == pytest.approx(0.7) and np.isneginf(top.second[1:]).all()
+    assert top.second[:2].tolist() == pytest.approx([0.7, 0.1]) and np.isneginf(top.second[2:]).all()
     # the best device sees the second best; every other device sees the best
-    assert top.others_best(np.array([1, 0, 3, 0]), np.array([0, 0, 0, 1])).tolist() == pytest.approx(
+    assert top.others_best(np.array([1, 0, 3, 0]), np.array([0, 0, 0, 3])).tolist() == pytest.approx(
         [0.7, 0.9, 0.9, -np.inf])
-    tied = TopTwo.of(np.array([2, 1]), np.array([0, 0]), np.array([0.5, 0.5], np.float32), 1)
+    tied = TopTwo.empty(1)
+    tied.add(np.array([0]), np.array([2]), np.array([[0.5]], np.float32))
+    tied.add(np.array([0]), np.array([1]), np.array([[0.5]], np.float32))
     assert tied.best_row.tolist() == [1] and tied.second.tolist() == [0.5]  # a tie: a margin of 0 for both
 
 
