@@ -277,6 +277,7 @@ def score_columns(scores: BlockScores, rows: np.ndarray, cols: np.ndarray) -> di
         "dossier_lexical": scores.dossier[rows, cols],
         "sibling_sim_margin": sibling_sim,
         "sibling_lexical_margin": sibling_lexical,
+        "company_device_count": scores.siblings.device_count[cols],
     }
 
 
@@ -332,7 +333,7 @@ _NUMERIC = {"sim": pl.Float32, "score_company": pl.Int16, "score_vector": pl.Int
             "score_total": pl.Float32, "entity_matches": pl.Int16, "tier_s_match": pl.Boolean,
             "company_via_deal": pl.Boolean, "sim_z_device": pl.Float32, "sim_z_patent": pl.Float32,
             "lexical": pl.Float32, "dossier_lexical": pl.Float32, "sibling_sim_margin": pl.Float32,
-            "sibling_lexical_margin": pl.Float32}
+            "sibling_lexical_margin": pl.Float32, "company_device_count": pl.Int16}
 """The pool columns kept per block as numpy arrays of their own dtype (the others are codes)."""
 
 

@@ -47,7 +47,8 @@ the pair stands within its device's pool (pair_features), and how alike the pair
 another device the model knows the patent is linked to (known_links), and the lexical similarity
 of the patent to the device's dossier, its supplements included (dossier; missing when a run read
 no FDA records), and how much better the patent fits the device than the best of the company's
-other devices (siblings). Every one is the same whichever devices a run scores together."""
+other devices, and how many devices the patent's company has (siblings). Every one is the same
+whichever devices a run scores together."""
 CORPUS_FEATURES = EXTENDED_FEATURES + ("sim_z_patent",)
 """Plus where the cosine stands within the patent: its moments run over every device of the Stage-2
 inputs (the stored catalogue in Dagster's candidate_pool), so each new device moves every pair's

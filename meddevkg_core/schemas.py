@@ -141,6 +141,7 @@ CANDIDATES = pl.Schema(
         "dossier_lexical": pl.Float32,
         "sibling_sim_margin": pl.Float32,
         "sibling_lexical_margin": pl.Float32,
+        "company_device_count": pl.Int16,
         "shared_terms": pl.String,
         "company_path": pl.String,
         "admitted_by": pl.String,
@@ -172,6 +173,7 @@ TRAINING_PAIRS = pl.Schema(
         "dossier_lexical": pl.Float32,
         "sibling_sim_margin": pl.Float32,
         "sibling_lexical_margin": pl.Float32,
+        "company_device_count": pl.Int16,
         "entity_matches": pl.Int16,
         "company_via_deal": pl.Boolean,
     }

@@ -7,7 +7,8 @@ apart: the patent is about a stent, and so is the device. What tells them apart 
 products. For a pair (d, p), the siblings are the catalogue's devices other than d that are
 company-matched to p, and the features are d's cosine and TF-IDF score to p minus the best
 sibling's (missing when p's company has no other device). A patent that another product of its
-company fits better is probably that product's.
+company fits better is probably that product's. With them, `company_device_count`: how many devices
+are company-matched to p.
 
 The index holds, per patent, the best and second-best score over its company-matched devices and
 which device is best, so a pair's "best other" is one lookup. It uses no labels. It is built over
@@ -23,7 +24,7 @@ from typing import Protocol
 
 import numpy as np
 
-SIBLING_FEATURES = ("sibling_sim_margin", "sibling_lexical_margin")
+SIBLING_FEATURES = ("sibling_sim_margin", "sibling_lexical_margin", "company_device_count")
 
 
 class CellScorer(Protocol):
@@ -75,10 +76,13 @@ class TopTwo:
 
 @dataclass(frozen=True)
 class SiblingIndex:
-    """TopTwo of the cosine and of the lexical score (None without texts), rows as in the inputs."""
+    """TopTwo of the cosine and of the lexical score (None without texts), rows as in the inputs,
+    and how many devices are company-matched to each patent (`company_device_count`: a patent of a
+    company with many products is less likely any one product's)."""
 
     sim: TopTwo
     lexical: TopTwo | None
+    device_count: np.ndarray
 
     @staticmethod
     def build(device_vectors: np.ndarray, patent_vectors: np.ndarray, lexical: CellScorer | None,
@@ -89,14 +93,15 @@ class SiblingIndex:
         n = len(patent_vectors)
         sim, lex = TopTwo.empty(n), TopTwo.empty(n) if lexical is not None else None
         score_words = lexical.cell_scorer() if lexical is not None else None
-        for cols, rows in _devices_by_patent_set(*_distinct(company_rows, company_cols, n)):
+        cells = _distinct(company_rows, company_cols, n)
+        for cols, rows in _devices_by_patent_set(*cells):
             step = max(1, CELLS_PER_STEP // len(rows))
             for start in range(0, len(cols), step):
                 part = cols[start:start + step]
                 sim.add(part, rows, np.clip(patent_vectors[part] @ device_vectors[rows].T, -1.0, 1.0))
                 if lex is not None:
                     lex.add(part, rows, score_words(rows, part))
-        return SiblingIndex(sim, lex)
+        return SiblingIndex(sim, lex, np.bincount(cells[1], minlength=n).astype(np.int16))
 
     def margins(self, rows: np.ndarray, cols: np.ndarray, sim: np.ndarray,
                 lexical: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -40,8 +40,8 @@ def _before_dossiers(new: pl.DataFrame) -> pl.DataFrame:
     the score is NaN (like `lexical` without one), and the old frames hold the columns they did not
     have as null (schemas.conform). The sibling margins are checked in test_siblings."""
     assert new["dossier_lexical"].is_nan().all()
-    return new.with_columns(pl.lit(None, pl.Float32).alias(c)
-                            for c in ("dossier_lexical", "sibling_sim_margin", "sibling_lexical_margin"))
+    return new.with_columns(pl.lit(None, schemas.CANDIDATES[c]).alias(c) for c in (
+        "dossier_lexical", "sibling_sim_margin", "sibling_lexical_margin", "company_device_count"))
 
 
 def _assert_same_pool(a: pl.DataFrame, b: pl.DataFrame, atol: float = 0.0) -> None:

@@ -65,6 +65,7 @@ def test_margins_against_the_best_other_company_device_by_brute_force():
     matched = {(DEVICES.index(d), PATENTS.index(p)) for d, p in COMPANY}
     for row in pool.iter_rows(named=True):
         r, c = DEVICES.index(row["fda_id"]), PATENTS.index(row["pat_id"])
+        assert row["company_device_count"] == sum((o, c) in matched for o in range(len(DEVICES)))
         others = [o for o in range(len(DEVICES)) if o != r and (o, c) in matched]
         if not others:
             assert np.isnan(row["sibling_sim_margin"]) and np.isnan(row["sibling_lexical_margin"])
@@ -95,6 +96,7 @@ def test_a_pair_listed_twice_is_one_sibling_and_texts_are_optional():
     assert len(rows) == len(COMPANY) + 1
     np.testing.assert_array_equal(doubled.siblings.sim.best_row, inputs.siblings.sim.best_row)
     np.testing.assert_array_equal(doubled.siblings.sim.second, inputs.siblings.sim.second)
+    assert doubled.siblings.device_count.tolist() == inputs.siblings.device_count.tolist() == [3, 1, 1]
     no_texts = SiblingIndex.build(inputs.device_vectors, inputs.patent_vectors, None, *inputs.company_cells[:2])
     sim_margin, lex_margin = no_texts.margins(np.array([1]), np.array([0]), np.array([0.3], np.float32),
                                               np.array([np.nan], np.float32))
