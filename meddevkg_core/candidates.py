@@ -165,9 +165,9 @@ class BlockScores:
         return ((sim - self.device_mean[rows]) / self.device_std[rows],
                 (sim - self.patent_mean[cols]) / self.patent_std[cols])
 
-    def sibling_margins_at(self, rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """SIBLING_FEATURES (siblings) of the selected pairs."""
-        return self.siblings.margins(self.rows[rows], cols, self.sim[rows, cols], self.lexical[rows, cols])
+    def sibling_features_at(self, rows: np.ndarray, cols: np.ndarray) -> dict[str, np.ndarray]:
+        """SIBLING_FEATURES (siblings) of the selected pairs, by name."""
+        return self.siblings.features(self.rows[rows], cols, self.sim[rows, cols], self.lexical[rows, cols])
 
 
 MAX_BLOCK_PAIRS = 1 << 24
@@ -261,7 +261,6 @@ def block_frame(scores: BlockScores, patent_ids: list[str], rows: np.ndarray, co
 def score_columns(scores: BlockScores, rows: np.ndarray, cols: np.ndarray) -> dict[str, np.ndarray]:
     """Every score component of the selected pairs, in the pool's column order."""
     z_device, z_patent = scores.z_at(rows, cols)
-    sibling_sim, sibling_lexical = scores.sibling_margins_at(rows, cols)
     return {
         "sim": scores.sim[rows, cols],
         "score_company": scores.company[rows, cols].astype(np.int16),
@@ -275,9 +274,7 @@ def score_columns(scores: BlockScores, rows: np.ndarray, cols: np.ndarray) -> di
         "sim_z_patent": z_patent,
         "lexical": scores.lexical[rows, cols],
         "dossier_lexical": scores.dossier[rows, cols],
-        "sibling_sim_margin": sibling_sim,
-        "sibling_lexical_margin": sibling_lexical,
-        "company_device_count": scores.siblings.device_count[cols],
+        **scores.sibling_features_at(rows, cols),
     }
 
 

@@ -103,6 +103,12 @@ class SiblingIndex:
                     lex.add(part, rows, score_words(rows, part))
         return SiblingIndex(sim, lex, np.bincount(cells[1], minlength=n).astype(np.int16))
 
+    def features(self, rows: np.ndarray, cols: np.ndarray, sim: np.ndarray,
+                 lexical: np.ndarray) -> dict[str, np.ndarray]:
+        """SIBLING_FEATURES by name for the pairs (device rows, patent columns) with these own scores."""
+        return dict(zip(SIBLING_FEATURES, (*self.margins(rows, cols, sim, lexical), self.device_count[cols]),
+                        strict=True))
+
     def margins(self, rows: np.ndarray, cols: np.ndarray, sim: np.ndarray,
                 lexical: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """SIBLING_FEATURES of the pairs (device rows, patent columns) whose own scores are given;
