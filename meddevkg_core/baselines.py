@@ -25,6 +25,7 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 
 from meddevkg_core.curves import recall_volume_curve
 from meddevkg_core.embeddings import l2_normalise
+from meddevkg_core.evaluation import rank_metrics
 
 TOP_K = pl.Schema({"fda_id": pl.String, "pat_id": pl.String, "score": pl.Float64, "rank": pl.Int32})
 """Per-device top-k: rank 1 = best, ties broken by pat_id ascending."""
@@ -284,18 +285,6 @@ def run_scorer_reordered(scorer: Scorer, reorder: Callable[[list[str], np.ndarra
         top = pl.concat(tops) if tops else pl.DataFrame(schema=TOP_K)
         runs.append(ScorerRun(top=top, gold_ranks=ranks, curve=curve, metrics=rank_metrics(ranks, ks)))
     return runs[0], (runs[1] if reorder is not None else None)
-
-
-def rank_metrics(ranks: pl.DataFrame, ks: tuple[int, ...] = (10, 50, 100, 500)) -> dict[str, float]:
-    """Micro R@K over gold pairs, MRR over gold devices, median rank: `evaluation.ranking_metrics` on ranks."""
-    if ranks.height == 0:
-        return {}
-    r = ranks["rank"].cast(pl.Float64).fill_null(np.inf).to_numpy()
-    out = {f"R@{k}": float(np.mean(r <= k)) for k in ks}
-    first = ranks.with_columns(pl.col("rank").fill_null(10**9)).group_by("fda_id").agg(pl.col("rank").min())
-    out["MRR"] = float((1.0 / first["rank"].cast(pl.Float64)).mean())
-    out["median_rank"] = float(np.median(r))
-    return out
 
 
 # --------------------------------------------------------------------------- internals

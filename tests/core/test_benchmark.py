@@ -63,6 +63,16 @@ def test_ranking_probabilities_agree_with_the_link_rows(demo_run):
     assert (joined["probability"] - joined["score"]).abs().max() < 1e-6
 
 
+def test_macro_recall_is_each_gold_devices_own_recall_averaged(demo_run):
+    _, out = demo_run
+    ranks = pl.read_parquet(out / "rankings.parquet")
+    gold = read_corpus(demo_corpus_dir()).gold_links.join(ranks, on=["fda_id", "pat_id"], how="left")
+    own = gold.group_by("fda_id").agg((pl.col("rank").fill_null(10**9) <= 10).mean().alias("r"))["r"].mean()
+    report = json.loads((out / "report.json").read_text())["ranking"]["pipeline"]
+    assert report["macro_R@10"] == pytest.approx(own, abs=1e-3)
+    assert "Per gold device (macro R@K" in (out / "report.md").read_text()
+
+
 def test_a_devices_own_gold_does_not_move_its_reported_figures(models, demo_run, tmp_path):
     """Relabel one gold device's links (others unchanged): its out-of-fold outputs must not change."""
     _, out = demo_run

@@ -21,6 +21,17 @@ def test_ranking_metrics_micro_recall_and_mrr():
     assert m["median_rank"] == 2
 
 
+def test_macro_recall_weighs_every_gold_device_the_same():
+    scores = pl.DataFrame({"fda_id": ["A"] * 3 + ["B"] * 3, "pat_id": ["1", "2", "3", "4", "5", "6"],
+                           "score": [3.0, 2.0, 1.0, 3.0, 2.0, 1.0]})
+    gold = pl.DataFrame({"fda_id": ["A", "B", "B", "B"], "pat_id": ["1", "5", "6", "9"]})
+    m = ranking_metrics(scores, gold, ks=(1, 2))
+    # A: 1 of 1 at rank 1; B: none at rank 1, one of 3 by rank 2 (pat 9 is not ranked: a miss)
+    assert m["R@1"] == pytest.approx(1 / 4) and m["macro_R@1"] == pytest.approx((1 + 0) / 2)
+    assert m["R@2"] == pytest.approx(2 / 4) and m["macro_R@2"] == pytest.approx((1 + 1 / 3) / 2)
+    assert m["median_rank"] == 2.5
+
+
 def test_link_evaluation_counts_recall_share_and_noise_reduction():
     pool = pl.DataFrame({"fda_id": ["A", "A", "A", "B"], "pat_id": ["1", "2", "3", "1"]})
     links = pool.with_columns(pl.Series("decision", [True, False, False, True]), pl.lit(True).alias("out_of_fold"))

@@ -40,6 +40,7 @@ def test_full_graph_materialises_with_checks_and_metadata(harness):
     assert harness.table("rejected_records").height == 3  # the demo's deliberately malformed rows
     ev = harness.table("link_evaluation").row(0, named=True)
     assert ev["n_devices"] == len(keys) and ev["pool_recall"] is not None and ev["link_recall_out_of_fold_only"]
+    assert 0 <= ev["R_at_10"] <= 1 and 0 <= ev["macro_R_at_10"] <= 1  # over gold pairs, per gold device
     graph = harness.table("meddevkg")
     assert {"Device", "Patent", "Company", "Concept", "LINKED_TO", "ASSIGNED_TO", "ACQUIRED",
             "PARTNER_OF"} <= set(graph["label"])
