@@ -20,7 +20,14 @@ import numpy as np
 import polars as pl
 
 from meddevkg_core.baselines import (
-    Bm25Scorer, CompanyScorer, CosineScorer, FusionScorer, Scorer, ScorerRun, TfidfScorer, run_scorer,
+    Bm25Scorer,
+    CompanyScorer,
+    CosineScorer,
+    FusionScorer,
+    Scorer,
+    ScorerRun,
+    TfidfScorer,
+    run_scorer,
 )
 from meddevkg_core.candidates import generate_candidates
 from meddevkg_core.config import PipelineConfig
@@ -218,11 +225,14 @@ def run_benchmark(corpus: Corpus, models: Models, config: PipelineConfig, out: s
         pool = generate_candidates(main.inputs, cfg)
         ev = evaluate_links(pool, pool.with_columns(pl.lit(True).alias("decision"), pl.lit(True).alias("out_of_fold")),
                             gold, n_dev, n_pat)
-        fixed[f"S>={theta:g} (+rescue)"] = {"pool_recall": ev.pool_recall, "pool_share_of_pairs": ev.pool_share_of_pairs}
-    fixed["learned (Stage 3)"] = {"pool_recall": evaluation.link_recall, "pool_share_of_pairs": evaluation.link_share_of_pairs}
+        fixed[f"S>={theta:g} (+rescue)"] = {"pool_recall": ev.pool_recall,
+                                            "pool_share_of_pairs": ev.pool_share_of_pairs}
+    fixed["learned (Stage 3)"] = {"pool_recall": evaluation.link_recall,
+                                  "pool_share_of_pairs": evaluation.link_share_of_pairs}
 
     plots = {
-        "recall_volume": plot_recall_volume({k: r.curve for k, r in scorer_runs.items()}, out / "plots" / "recall_volume.png"),
+        "recall_volume": plot_recall_volume({k: r.curve for k, r in scorer_runs.items()},
+                                            out / "plots" / "recall_volume.png"),
         "rank_distribution": plot_rank_distribution({k: r.gold_ranks for k, r in scorer_runs.items()},
                                                     out / "plots" / "rank_distribution.png"),
     }

@@ -69,7 +69,8 @@ class CandidateConfig(BaseModel, frozen=True):
     tier_b_points: float = 20.0
     entity_weighting: Literal["ontology", "uniform_high", "uniform_mid", "uniform_low"] = Field(
         default="ontology",
-        description="ontology: tier points x category weight; uniform_*: 60/30/6 for any match (the paper's variants).",
+        description="ontology: tier points x category weight; uniform_*: 60/30/6 for any match "
+                    "(the paper's variants).",
     )
     tier_b_parent_child: bool = Field(
         default=True,

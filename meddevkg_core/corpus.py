@@ -183,7 +183,8 @@ def validate_table(raw: pl.DataFrame, table: str, source: str) -> TableRead:
     rejected = bad.select(
         pl.lit(source).alias("source"),
         pl.concat_str([pl.lit(f"{table}#"), pl.col("__row__").cast(pl.String)] + [
-            pl.lit(":"), pl.coalesce([pl.col(k) for k in keys if k in bad.columns] + [pl.lit("")])]).alias("record_key"),
+            pl.lit(":"), pl.coalesce([pl.col(k) for k in keys if k in bad.columns] + [pl.lit("")])]
+        ).alias("record_key"),
         pl.col("__reason__").alias("reason"),
         pl.struct([c for c in payload if c in bad.columns]).struct.json_encode().alias("record"),
     ) if bad.height else schemas.empty(schemas.REJECTED_RECORDS)

@@ -67,12 +67,15 @@ def build_graph(devices: pl.DataFrame, patents: pl.DataFrame, links: pl.DataFram
     concept = pl.concat_str([pl.lit("concept:"), pl.col("concept_id")])
     ment = mentions.join(used_concepts, on="concept_id", how="semi").unique(["doc_id", "concept_id"])
     doc_node = pl.when(pl.col("doc_id").is_in(devices["fda_id"].implode())).then(
-        pl.concat_str([pl.lit("device:"), pl.col("doc_id")])).otherwise(pl.concat_str([pl.lit("patent:"), pl.col("doc_id")]))
+        pl.concat_str([pl.lit("device:"), pl.col("doc_id")])).otherwise(
+        pl.concat_str([pl.lit("patent:"), pl.col("doc_id")]))
     parts = [
-        _nodes(devices, "Device", dev_id, ["fda_id", "applicant", "trade_name", "generic_name", "product_code", "decision_date"]),
+        _nodes(devices, "Device", dev_id,
+               ["fda_id", "applicant", "trade_name", "generic_name", "product_code", "decision_date"]),
         _nodes(patents, "Patent", pat_id, ["pat_id", "title", "assignee", "grant_date", "filing_date"]),
         _nodes(companies, "Company", comp, ["company_id"]),
-        _nodes(concept_nodes, "Concept", concept, ["concept_id", "preferred_name", "tui", "category", "weight", "is_anchor"]),
+        _nodes(concept_nodes, "Concept", concept,
+               ["concept_id", "preferred_name", "tui", "category", "weight", "is_anchor"]),
         _edges(kept, "LINKED_TO", dev_id, pat_id, ["probability", "rank", "immune", "verdict", "evidence"]),
         _edges(pat.drop_nulls("company_id").unique(["pat_id", "company_id"]), "ASSIGNED_TO", pat_id, comp, []),
         _edges(dev.drop_nulls("company_id"), "APPLIED_BY", dev_id, comp, []),
@@ -102,7 +105,8 @@ def _ancestry(parents: pl.DataFrame, start: pl.DataFrame) -> pl.DataFrame:
 def dangling_edges(graph: pl.DataFrame) -> pl.DataFrame:
     """Edges whose source or target is not a node (must be empty)."""
     nodes = graph.filter(pl.col("element") == "node")["id"].implode()
-    return graph.filter((pl.col("element") == "edge") & ~(pl.col("source_id").is_in(nodes) & pl.col("target_id").is_in(nodes)))
+    dangling = ~(pl.col("source_id").is_in(nodes) & pl.col("target_id").is_in(nodes))
+    return graph.filter((pl.col("element") == "edge") & dangling)
 
 
 def write_graph(graph: pl.DataFrame, out: str | Path) -> dict[str, Path]:

@@ -186,9 +186,10 @@ class PipelineResult:
     notes: list[str] = field(default_factory=list)
 
 
-def run_pipeline(corpus: Corpus, models: Models, config: PipelineConfig = PipelineConfig(),
+def run_pipeline(corpus: Corpus, models: Models, config: PipelineConfig | None = None,
                  progress: Callable[[str], None] = print) -> PipelineResult:
     """Stages 1-3 over a corpus, with the reranker trained and evaluated out-of-fold on its gold."""
+    config = config or PipelineConfig()
     timer = Timer(progress)
     prepared = prepare(corpus, models, timer)
     run = link(prepared, models, config, timer)

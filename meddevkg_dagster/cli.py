@@ -45,7 +45,8 @@ def ensure_store_schema(db: Path) -> None:
         con.execute("create schema if not exists meddevkg_meta")
         con.execute("create table if not exists meddevkg_meta.store (schema_fingerprint varchar)")
         stamp = con.execute("select schema_fingerprint from meddevkg_meta.store").fetchone()
-        tables = con.execute("select count(*) from information_schema.tables where table_schema = 'meddevkg'").fetchone()[0]
+        tables = con.execute(
+            "select count(*) from information_schema.tables where table_schema = 'meddevkg'").fetchone()[0]
         if stamp and stamp[0] == fingerprint():
             return
         if tables:
@@ -468,12 +469,14 @@ def main(argv: list[str] | None = None) -> int:
     _add_fda_pma_option(bench, "the dossier_lexical score; without it that score is missing")
     _add_model_options(bench)
     bench.set_defaults(func=_benchmark)
-    pcv = sub.add_parser("pairs-cv", help="device-grouped cross-validation of pair classifiers on a labelled pair file")
+    pcv = sub.add_parser("pairs-cv",
+                         help="device-grouped cross-validation of pair classifiers on a labelled pair file")
     pcv.add_argument("--pairs", required=True, help="file with fda_id, pat_id, device_text, patent_text, label")
     pcv.add_argument("--out", required=True, help="output directory")
     pcv.add_argument("--folds", type=int, default=5)
     pcv.add_argument("--seed", type=int, default=42)
-    pcv.add_argument("--hashing", action="store_true", help="model-free hashing encoder instead of MiniLM (fast dry run)")
+    pcv.add_argument("--hashing", action="store_true",
+                     help="model-free hashing encoder instead of MiniLM (fast dry run)")
     _add_fda_pma_option(pcv, "the dossier TF-IDF features")
     _add_model_options(pcv)
     pcv.set_defaults(func=_pairs_cv)

@@ -251,7 +251,8 @@ class SourcesResource(dg.ConfigurableResource):
         if self.patent_source == "patentsview_bulk" and not self.patentsview_bulk_dir:
             raise dg.Failure("MEDDEVKG_PATENT_SOURCE=patentsview_bulk needs MEDDEVKG_PATENTSVIEW_BULK_DIR")
         if self.patent_source == "patentsview_api" and not self.patents_granted_since:
-            raise dg.Failure("MEDDEVKG_PATENT_SOURCE=patentsview_api needs MEDDEVKG_PATENTS_GRANTED_SINCE (YYYY-MM-DD)")
+            raise dg.Failure(
+                "MEDDEVKG_PATENT_SOURCE=patentsview_api needs MEDDEVKG_PATENTS_GRANTED_SINCE (YYYY-MM-DD)")
         return self
 
 

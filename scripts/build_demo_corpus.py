@@ -1849,7 +1849,7 @@ def build_devices(rng: random.Random) -> list[Device]:
         lo, hi = d.length
         target = rng.randint(lo, hi)
         parts = [_render(rng.choice(DEVICE_OPENERS), ctx)]
-        ctx["ind"] = _SLOT.sub(lambda m: ctx[m.group(1) + m.group(2)], rng.choice(block["ind"]))
+        ctx["ind"] = _SLOT.sub(lambda m, ctx=ctx: ctx[m.group(1) + m.group(2)], rng.choice(block["ind"]))
         parts.append(_render(rng.choice(DEVICE_IND), ctx))
         extras = [_render(s, ctx) for s in block["extra"]]
         rng.shuffle(extras)

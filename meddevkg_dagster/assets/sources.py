@@ -187,5 +187,6 @@ def ontology_from_table(table: pl.DataFrame) -> Ontology:
     terms = terms.with_columns(pl.col("term").map_elements(normalize_term, return_dtype=pl.String).alias("term_norm"))
     parents = table.select("concept_id", "parents").explode("parents").drop_nulls("parents").rename(
         {"parents": "parent_id"})
-    return Ontology.from_frames(schemas.conform(table, schemas.CONCEPTS), schemas.conform(terms, schemas.CONCEPT_TERMS),
+    return Ontology.from_frames(schemas.conform(table, schemas.CONCEPTS),
+                                schemas.conform(terms, schemas.CONCEPT_TERMS),
                                 schemas.conform(parents, schemas.CONCEPT_PARENTS))

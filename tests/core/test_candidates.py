@@ -22,7 +22,8 @@ ONTO = Ontology.from_frames(
         "is_anchor": [False, True, False, False, True, True, True, False, False],
         "source": ["test"] * 9,
     }),
-    pl.DataFrame({"term": ["DES", "PCI", "PTCA", "nitinol alloy"], "concept_id": ["C_DES", "C_PCI", "C_PCI", "C_NIT"]}),
+    pl.DataFrame({"term": ["DES", "PCI", "PTCA", "nitinol alloy"],
+                  "concept_id": ["C_DES", "C_PCI", "C_PCI", "C_NIT"]}),
     pl.DataFrame({"concept_id": ["C_STENT", "C_DES", "C_BMS", "C_CATH", "C_NIT"],
                   "parent_id": ["C_DEV", "C_STENT", "C_STENT", "C_DEV", "C_MAT"]}),
 )

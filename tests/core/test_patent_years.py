@@ -4,7 +4,13 @@ import polars as pl
 
 from meddevkg_core import schemas
 from meddevkg_core.patent_years import (
-    UNDATED, current_year_keys, in_years, quarantine_year_keys, with_year_key, year_keys, year_span,
+    UNDATED,
+    current_year_keys,
+    in_years,
+    quarantine_year_keys,
+    with_year_key,
+    year_keys,
+    year_span,
 )
 
 

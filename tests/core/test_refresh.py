@@ -30,7 +30,8 @@ def test_a_second_tick_with_nothing_new_requests_nothing():
 
 
 def test_the_cursor_advances_only_after_the_run_succeeds():
-    first = plan_refresh(START, _found(("P260001", "2026-11-03"), ("P260002", "2026-11-05")), known=set(), run_status={})
+    first = plan_refresh(START, _found(("P260001", "2026-11-03"), ("P260002", "2026-11-05")), known=set(),
+                         run_status={})
     key = first.requests[0].run_key
     running = plan_refresh(first.cursor, _found(), known={"P260001", "P260002"}, run_status={key: "STARTED"})
     assert running.cursor.since == date(2026, 11, 1) and running.requests == []

@@ -17,7 +17,11 @@ from meddevkg_dagster.checks import CHECKS
 from meddevkg_dagster.io_manager import MeddevkgDuckDBIOManager
 from meddevkg_dagster.jobs import PATENT_ASSETS
 from meddevkg_dagster.resources import (
-    CorpusResource, CrossEncoderResource, EmbeddingModelResource, OpenFDAResource, PipelineConfigResource,
+    CorpusResource,
+    CrossEncoderResource,
+    EmbeddingModelResource,
+    OpenFDAResource,
+    PipelineConfigResource,
     SourcesResource,
 )
 

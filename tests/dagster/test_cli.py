@@ -11,7 +11,8 @@ def test_a_store_from_other_schemas_is_rebuilt_and_a_current_one_kept(tmp_path, 
     ensure_store_schema(db)
     assert "rebuilding" in capsys.readouterr().out
     with duckdb.connect(str(db)) as con:
-        assert con.execute("select count(*) from information_schema.tables where table_schema='meddevkg'").fetchone()[0] == 0
+        tables = "select count(*) from information_schema.tables where table_schema='meddevkg'"
+        assert con.execute(tables).fetchone()[0] == 0
         assert con.execute("select schema_fingerprint from meddevkg_meta.store").fetchone()[0] == fingerprint()
         con.execute("create schema meddevkg; create table meddevkg.kept (x int)")
     ensure_store_schema(db)

@@ -39,7 +39,8 @@ BATCHING = {"module": "meddevkg_dagster.event_log", "class": "BatchingSqliteEven
 
 
 def _backfill(instance: dg.DagsterInstance) -> str:
-    job = dg.Definitions(assets=[upstream, downstream], asset_checks=[downstream_ok]).resolve_implicit_global_asset_job_def()
+    defs = dg.Definitions(assets=[upstream, downstream], asset_checks=[downstream_ok])
+    job = defs.resolve_implicit_global_asset_job_def()
     tags = {"dagster/asset_partition_range_start": KEYS[0], "dagster/asset_partition_range_end": KEYS[-1]}
     result = job.execute_in_process(instance=instance, tags=tags)
     assert result.success

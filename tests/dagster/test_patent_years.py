@@ -92,7 +92,8 @@ def test_weekly_refresh_reads_the_current_year_and_a_success_relinks_every_devic
         run = weekly_patents_refresh(dg.build_schedule_context(
             instance=instance, scheduled_execution_time=datetime(2026, 11, 23, 4)))
         assert run.run_key == "patents-2026-11-23"
-        assert run.tags["dagster/asset_partition_range_start"] == run.tags["dagster/asset_partition_range_end"] == "2026"
+        tags = run.tags
+        assert tags["dagster/asset_partition_range_start"] == tags["dagster/asset_partition_range_end"] == "2026"
         assert instance.get_dynamic_partitions("patent_years") == ["2026"]
         january = weekly_patents_refresh(dg.build_schedule_context(
             instance=instance, scheduled_execution_time=datetime(2027, 1, 4, 4)))
