@@ -17,20 +17,12 @@ patent_years = dg.DynamicPartitionsDefinition(name="patent_years")
 PATENT_BACKFILL = dg.BackfillPolicy.single_run()
 """All selected years in one run: the source is read once and split by year on write."""
 
-ALL_PATENT_YEARS = dg.AllPartitionMapping()
-"""How device-level and corpus-level assets read patent-side assets: every year."""
+EVERY_PARTITION = dg.AllPartitionMapping()
+"""How an asset reads another one whole: device-level and corpus-level assets read patent-side
+assets for every year, and candidate_pool reads device-side ones for every device (the sibling
+features compare a device with its company's other products: the catalogue, not the run's batch)."""
 
 
-def all_patent_years(*inputs: str) -> dict[str, dg.AssetIn]:
-    """`ins=` for an asset that reads these patent-side assets whole (every year partition)."""
-    return {name: dg.AssetIn(partition_mapping=ALL_PATENT_YEARS) for name in inputs}
-
-
-DEVICE_CATALOGUE = dg.AllPartitionMapping()
-"""How a device partition reads the other devices: every stored one (the sibling features compare
-a device with its company's other products, so they need the catalogue, not the run's batch)."""
-
-
-def device_catalogue(*inputs: str) -> dict[str, dg.AssetIn]:
-    """`ins=` for a device-partitioned asset that reads these device-side assets for every device."""
-    return {name: dg.AssetIn(partition_mapping=DEVICE_CATALOGUE) for name in inputs}
+def every_partition(*inputs: str) -> dict[str, dg.AssetIn]:
+    """`ins=` for an asset that reads these assets whole (every partition)."""
+    return {name: dg.AssetIn(partition_mapping=EVERY_PARTITION) for name in inputs}

@@ -16,10 +16,9 @@ from meddevkg_core.training_pairs import training_pairs as build_training_pairs
 from meddevkg_dagster.assets.sources import ontology_from_table
 from meddevkg_dagster.lib import log_progress, partition_keys, stopwatch, stored_table, table_metadata
 from meddevkg_dagster.partitions import (
-    ALL_PATENT_YEARS,
     DEVICE_BACKFILL,
-    all_patent_years,
-    device_catalogue,
+    EVERY_PARTITION,
+    every_partition,
     pma_devices,
 )
 from meddevkg_dagster.resources import (
@@ -41,7 +40,7 @@ def _by_device(schema: pl.Schema) -> dict[str, object]:
     return stored_table(schema, partition_expr="fda_id")
 
 
-@dg.asset(group_name="companies", pool=DUCKDB_POOL, kinds={"polars", "duckdb"}, ins=all_patent_years("patents"))
+@dg.asset(group_name="companies", pool=DUCKDB_POOL, kinds={"polars", "duckdb"}, ins=every_partition("patents"))
 def company_dictionary(pma_documents: pl.DataFrame, patents: pl.DataFrame,
                        corpus: CorpusResource) -> dg.Output[pl.DataFrame]:
     """Every raw applicant/assignee name -> canonical company id, with how it was resolved."""
@@ -74,8 +73,8 @@ def dossier_supplements(corpus: CorpusResource, sources: SourcesResource,
 
 
 @dg.asset(group_name="candidates", pool=DUCKDB_POOL, kinds={"numpy", "duckdb"}, deps=["company_dictionary"],
-          ins={**all_patent_years("patents", "patent_embeddings", "patent_entities"),
-               **device_catalogue("pma_documents", "pma_supplements", "device_embeddings", "device_entities")},
+          ins=every_partition("patents", "patent_embeddings", "patent_entities",  # and every device (siblings)
+                              "pma_documents", "pma_supplements", "device_embeddings", "device_entities"),
           metadata=_by_device(schemas.CANDIDATES), **DEVICE_PARTITIONED)
 def candidate_pool(context: dg.AssetExecutionContext, corpus: CorpusResource, sources: SourcesResource,
                    pipeline_config: PipelineConfigResource, pma_documents: pl.DataFrame,
@@ -105,7 +104,7 @@ def candidate_pool(context: dg.AssetExecutionContext, corpus: CorpusResource, so
 
 
 @dg.asset(group_name="rerank", pool=DUCKDB_POOL, op_tags=GPU_TAG, kinds={"pytorch", "duckdb"},
-          ins={"candidate_pool": POOL_KEYS}, deps=[dg.AssetDep("patents", partition_mapping=ALL_PATENT_YEARS)],
+          ins={"candidate_pool": POOL_KEYS}, deps=[dg.AssetDep("patents", partition_mapping=EVERY_PARTITION)],
           metadata=_by_device(schemas.CROSS_ENCODER_SCORES), **DEVICE_PARTITIONED)
 def cross_encoder_scores(context: dg.AssetExecutionContext, cross_encoder: CrossEncoderResource,
                          warehouse: DuckDBResource, candidate_pool: pl.DataFrame,
@@ -140,7 +139,7 @@ def _stored_rows(warehouse: DuckDBResource, table: str, key: str, columns: list[
 
 
 @dg.asset(group_name="rerank", pool=DUCKDB_POOL, kinds={"numpy", "duckdb"},
-          ins=all_patent_years("patents", "patent_embeddings", "patent_entities"))
+          ins=every_partition("patents", "patent_embeddings", "patent_entities"))
 def training_pairs(corpus: CorpusResource, sources: SourcesResource, pipeline_config: PipelineConfigResource,
                    pma_documents: pl.DataFrame, pma_supplements: pl.DataFrame,
                    patents: pl.DataFrame, device_embeddings: pl.DataFrame, patent_embeddings: pl.DataFrame,
@@ -163,7 +162,7 @@ def training_pairs(corpus: CorpusResource, sources: SourcesResource, pipeline_co
 
 
 @dg.asset(group_name="rerank", pool=DUCKDB_POOL, kinds={"xgboost", "pytorch", "duckdb"},
-          ins=all_patent_years("patent_embeddings"))
+          ins=every_partition("patent_embeddings"))
 def reranker_model(context: dg.AssetExecutionContext, pipeline_config: PipelineConfigResource,
                    training_pairs: pl.DataFrame, gold_links: pl.DataFrame, device_embeddings: pl.DataFrame,
                    patent_embeddings: pl.DataFrame) -> dg.Output[pl.DataFrame]:
@@ -182,7 +181,7 @@ def reranker_model(context: dg.AssetExecutionContext, pipeline_config: PipelineC
 
 
 @dg.asset(group_name="rerank", pool=DUCKDB_POOL, kinds={"xgboost", "duckdb"},
-          deps=[dg.AssetDep("patent_embeddings", partition_mapping=ALL_PATENT_YEARS)],
+          deps=[dg.AssetDep("patent_embeddings", partition_mapping=EVERY_PARTITION)],
           metadata=_by_device(schemas.LINKS), **DEVICE_PARTITIONED)
 def reranked_links(context: dg.AssetExecutionContext, pipeline_config: PipelineConfigResource,
                    warehouse: DuckDBResource, candidate_pool: pl.DataFrame, cross_encoder_scores: pl.DataFrame,

@@ -17,12 +17,12 @@ from meddevkg_core.rerank import FoldModels
 from meddevkg_dagster.assets.linking import stage2_inputs_of
 from meddevkg_dagster.assets.sources import ontology_from_table
 from meddevkg_dagster.lib import evaluation_metadata, table_metadata
-from meddevkg_dagster.partitions import all_patent_years
+from meddevkg_dagster.partitions import every_partition
 from meddevkg_dagster.resources import DUCKDB_POOL, CorpusResource, PipelineConfigResource, SourcesResource, home_dir
 
 
 @dg.asset(group_name="graph", pool=DUCKDB_POOL, kinds={"polars", "duckdb"},
-          ins=all_patent_years("patents", "patent_entities"))
+          ins=every_partition("patents", "patent_entities"))
 def meddevkg(pma_documents: pl.DataFrame, patents: pl.DataFrame, reranked_links: pl.DataFrame,
              company_dictionary: pl.DataFrame, device_entities: pl.DataFrame, patent_entities: pl.DataFrame,
              meddevonto: pl.DataFrame, corpus: CorpusResource) -> dg.Output[pl.DataFrame]:
@@ -55,7 +55,7 @@ def _image(path: Path) -> dg.MetadataValue:
 
 
 @dg.asset(group_name="evaluation", pool=DUCKDB_POOL, kinds={"polars", "duckdb"},
-          ins=all_patent_years("patents", "patent_embeddings", "patent_entities"))
+          ins=every_partition("patents", "patent_embeddings", "patent_entities"))
 def link_evaluation(context: dg.AssetExecutionContext, corpus: CorpusResource, sources: SourcesResource,
                     pipeline_config: PipelineConfigResource, pma_documents: pl.DataFrame,
                     pma_supplements: pl.DataFrame, patents: pl.DataFrame,
