@@ -10,6 +10,9 @@ import argparse
 import os
 import shutil
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import polars as pl
@@ -266,16 +269,29 @@ def _bench_embed(args: argparse.Namespace) -> int:
     return 0
 
 
+@contextmanager
+def backfill_home(home: str | None) -> Iterator[Path]:
+    """MEDDEVKG_HOME for a benchmark: the given one, kept; or a temporary one, removed afterwards.
+
+    A benchmark home holds a whole warehouse and Dagster instance (hundreds of MB), so one that
+    nobody asked to keep must not outlive the command, whether it ends well or not.
+    """
+    if home:
+        yield Path(home)
+        return
+    with tempfile.TemporaryDirectory(prefix="meddevkg-backfill-") as tmp:
+        yield Path(tmp)
+
+
 def _bench_backfill(args: argparse.Namespace) -> int:
     import json
-    import tempfile
 
-    home = Path(args.home) if args.home else Path(tempfile.mkdtemp(prefix="meddevkg-backfill-"))
-    os.environ["MEDDEVKG_HOME"] = str(home)
-    os.environ.pop("DAGSTER_HOME", None)  # an instance of its own under that home
-    from meddevkg_dagster.backfill_bench import run_backfill_bench
+    with backfill_home(args.home) as home:
+        os.environ["MEDDEVKG_HOME"] = str(home)
+        os.environ.pop("DAGSTER_HOME", None)  # an instance of its own under that home
+        from meddevkg_dagster.backfill_bench import run_backfill_bench
 
-    report = run_backfill_bench(Path(args.corpus).resolve(), args.runs, args.patent_copies)
+        report = run_backfill_bench(Path(args.corpus).resolve(), args.runs, args.patent_copies)
     print(f"\nbackfill of {report['devices']} device partitions x {report['patents']} patents "
           f"({report['links']} pool rows), median of {report['runs']}: Dagster (one run) "
           f"{report['dagster_median_s']} s, core directly {report['core_median_s']} s, ratio {report['ratio']}; "
@@ -512,7 +528,8 @@ def main(argv: list[str] | None = None) -> int:
                          "work through the core (ratio of medians)")
     bbf.add_argument("--corpus", required=True, help="corpus directory")
     bbf.add_argument("--runs", type=int, default=3)
-    bbf.add_argument("--home", help="MEDDEVKG_HOME for the run (default: a new temporary directory)")
+    bbf.add_argument("--home", help="MEDDEVKG_HOME for the run, kept afterwards "
+                     "(default: a temporary directory, removed at the end)")
     bbf.add_argument("--patent-copies", type=int, default=1, help="link the devices against this many copies of "
                      "the stored patents (ids suffixed ~i), to see the ratio at a larger patent corpus")
     bbf.set_defaults(func=_bench_backfill)

@@ -66,3 +66,27 @@ def test_bench_backfill_refuses_fewer_than_one_patent_copy_before_any_work(tmp_p
     with pytest.raises(ValueError, match="at least 1"):
         run_backfill_bench(demo_corpus_dir(), runs=1, patent_copies=0)
     assert not any(tmp_path.iterdir())
+
+
+def test_a_benchmark_home_nobody_asked_for_is_removed_even_when_the_run_fails(tmp_path, monkeypatch):
+    from meddevkg_dagster.cli import backfill_home
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr("tempfile.tempdir", None)  # re-read TMPDIR
+    with backfill_home(None) as home:
+        assert home.parent == tmp_path and home.name.startswith("meddevkg-backfill-")
+        (home / "warehouse.duckdb").write_bytes(b"x")
+    assert not any(tmp_path.iterdir())
+    with pytest.raises(RuntimeError), backfill_home(None) as home:
+        (home / "warehouse.duckdb").write_bytes(b"x")
+        raise RuntimeError("the run failed")
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_benchmark_home_given_on_the_command_line_is_kept(tmp_path):
+    from meddevkg_dagster.cli import backfill_home
+
+    with backfill_home(str(tmp_path / "kept")) as home:
+        home.mkdir()
+        (home / "warehouse.duckdb").write_bytes(b"x")
+    assert (tmp_path / "kept" / "warehouse.duckdb").is_file()
