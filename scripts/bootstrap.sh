@@ -9,6 +9,16 @@ command -v "$PYTHON" >/dev/null || PYTHON=python3
 "$PYTHON" -c 'import sys; assert sys.version_info[:2] == (3, 11), f"Python 3.11 is required, found {sys.version}"'
 
 if [ ! -x .venv/bin/python ]; then
+  # A full disk would stop pip halfway with a bare "[Errno 28]"; refuse before installing anything.
+  NEED_GB=${MEDDEVKG_MIN_FREE_GB:-5}   # the environment is about 3.5 GB (torch, spaCy, models)
+  for dir in . "${TMPDIR:-/tmp}"; do
+    free_gb=$(( $(df -Pk "$dir" | awk 'NR == 2 {print $4}') / 1024 / 1024 ))
+    if [ "$free_gb" -lt "$NEED_GB" ]; then
+      echo "bootstrap: $free_gb GB free under $(cd "$dir" && pwd), the environment needs $NEED_GB GB;" \
+           "free some space (or set MEDDEVKG_MIN_FREE_GB) and rerun. Nothing was installed." >&2
+      exit 1
+    fi
+  done
   "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import re
+import shutil
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -62,3 +66,15 @@ def test_every_install_path_uses_the_constraints():
     dockerfile = (REPO / "docker" / "Dockerfile").read_text()
     assert re.search(r"^COPY .*constraints\.txt", dockerfile, re.M)
     assert 'pip install -c constraints.txt ".[${EXTRA}]"' in dockerfile
+
+
+def test_bootstrap_refuses_a_disk_without_room_before_installing_anything(tmp_path):
+    """A full disk failed CI halfway through pip with a bare OSError; the script now says why first."""
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(REPO / "scripts" / "bootstrap.sh", tmp_path / "scripts" / "bootstrap.sh")
+    env = {**os.environ, "MEDDEVKG_MIN_FREE_GB": str(10**9), "PYTHON": sys.executable}
+    proc = subprocess.run(["bash", str(tmp_path / "scripts" / "bootstrap.sh"), "--no-demo"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    assert f"GB free under {tmp_path}" in proc.stderr and "Nothing was installed" in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scripts"]  # no .venv begun
