@@ -292,6 +292,7 @@ def _bench_backfill(args: argparse.Namespace) -> int:
         from meddevkg_dagster.backfill_bench import run_backfill_bench
 
         report = run_backfill_bench(Path(args.corpus).resolve(), args.runs, args.patent_copies)
+    report["home_removed"] = not args.home  # the path in the report is then gone
     print(f"\nbackfill of {report['devices']} device partitions x {report['patents']} patents "
           f"({report['links']} pool rows), median of {report['runs']}: Dagster (one run) "
           f"{report['dagster_median_s']} s, core directly {report['core_median_s']} s, ratio {report['ratio']}; "

@@ -26,6 +26,7 @@ def test_bench_backfill_times_one_run_against_the_core_and_both_produce_the_same
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     assert report["devices"] == 29 and report["dagster_runs_per_backfill"] == 1 and report["runs"] == 1
+    assert report["home"] == str(home) and report["home_removed"] is False
     assert report["dagster_median_s"] > 0 and report["core_median_s"] > 0
     assert report["event_log"] == "BatchingSqliteEventLogStorage" and report["event_batch_size"] > 0
     assert report["ratio"] == pytest.approx(report["dagster_median_s"] / report["core_median_s"], rel=0.05)
