@@ -40,6 +40,7 @@ from meddevkg_core.plots import plot_rank_distribution, plot_recall_volume
 from meddevkg_core.ranking import pipeline_runs
 from meddevkg_core.report import render_markdown
 from meddevkg_core.rerank import FEATURE_SETS
+from meddevkg_core.text_repair import repair_counts
 
 CATEGORY_RULES: tuple[tuple[str, str], ...] = (
     ("pacemakers_icds", r"pacemaker|pacing|defibrillat|pulse generator|cardioverter|\bicd\b|\bcrt\b|resynchroni"),
@@ -239,7 +240,8 @@ def run_benchmark(corpus: Corpus, models: Models, config: PipelineConfig, out: s
     report = _round({
         "corpus": {"path": str(corpus.root), "devices": n_dev, "patents": n_pat, "pairs": n_dev * n_pat,
                    "gold_pairs": gold.height, "gold_devices": gold["fda_id"].n_unique(),
-                   "rejected_rows": prepared.rejected.height, **_supplement_counts(corpus)},
+                   "rejected_rows": prepared.rejected.height, **_supplement_counts(corpus),
+                   "text_repairs": repair_counts(corpus.text_repairs)},
         "protocol": ("device-grouped folds over gold devices; every gold-device figure is out-of-fold; "
                      "cut-offs chosen on training devices' own out-of-fold scores (nested)"),
         "ranking": {name: {**r.metrics, **pairs_for_recall(r.curve)} for name, r in scorer_runs.items()},

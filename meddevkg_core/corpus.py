@@ -8,12 +8,13 @@ reason (never dropped silently) and the rest of the run goes on.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
 
 from meddevkg_core import schemas
+from meddevkg_core.text_repair import repair_texts
 
 SUFFIXES = (".parquet", ".csv", ".jsonl", ".ndjson")
 
@@ -53,6 +54,9 @@ class Corpus:
     supplements: pl.DataFrame | None = None
     """The devices' PMA supplements (schemas.SUPPLEMENTS; dossier) when FDA records were given;
     None when no records were read (the dossier score is then missing, not zero)."""
+    text_repairs: pl.DataFrame = field(default_factory=lambda: schemas.empty(schemas.TEXT_REPAIRS))
+    """The device texts whose lost "the"s were put back (text_repair); empty when the devices'
+    texts showed no such damage."""
 
     @property
     def has_gold(self) -> bool:
@@ -210,12 +214,13 @@ def read_corpus(root: str | Path) -> Corpus:
             reads[table] = TableRead(schemas.empty(_SCHEMAS[table]), schemas.empty(schemas.REJECTED_RECORDS))
         else:
             reads[table] = read_table(path, table)
-    devices, patents = reads["devices"].valid, reads["patents"].valid
+    devices, repairs = repair_texts(reads["devices"].valid)
+    patents = reads["patents"].valid
     gold = _known_pairs(reads["gold_links"].valid, devices, patents, "gold_links")
     labeled = _known_pairs(reads["labeled_pairs"].valid, devices, patents, "labeled_pairs")
     rejected = [r.rejected for r in reads.values()] + [gold.rejected, labeled.rejected]
     return Corpus(devices=devices, patents=patents, gold_links=gold.valid, labeled_pairs=labeled.valid,
-                  rejected=pl.concat(rejected), root=root)
+                  rejected=pl.concat(rejected), root=root, text_repairs=repairs)
 
 
 def _known_pairs(pairs: pl.DataFrame, devices: pl.DataFrame, patents: pl.DataFrame, table: str) -> TableRead:

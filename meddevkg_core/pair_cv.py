@@ -55,6 +55,7 @@ from meddevkg_core.entities import extract_mentions
 from meddevkg_core.entity_match import DocKeys, doc_keys
 from meddevkg_core.ontology import Ontology
 from meddevkg_core.pair_features import with_year_features
+from meddevkg_core.text_repair import repair_counts, repair_texts
 
 if TYPE_CHECKING:
     from spacy.language import Language
@@ -87,6 +88,7 @@ _TOKEN = r"(?u)\b[a-zA-Z][a-zA-Z0-9]+\b"
 class PairsRead:
     pairs: pl.DataFrame  # PAIRS
     rejected: pl.DataFrame  # schemas.REJECTED_RECORDS
+    text_repairs: pl.DataFrame  # schemas.TEXT_REPAIRS: device texts whose lost "the"s were put back
 
 
 def load_pairs(path: str | Path) -> PairsRead:
@@ -129,7 +131,8 @@ def load_pairs(path: str | Path) -> PairsRead:
         pl.col("fda_id").str.strip_chars(), pl.col("pat_id").str.strip_chars(), "device_text", "patent_text",
         label.is_in(["1", "1.0", "true"]).cast(pl.Int8).alias("label"),
     )
-    return PairsRead(schemas.conform(good, PAIRS), schemas.conform(rejected, schemas.REJECTED_RECORDS))
+    pairs, repairs = repair_texts(schemas.conform(good, PAIRS), "device_text")
+    return PairsRead(pairs, schemas.conform(rejected, schemas.REJECTED_RECORDS), repairs)
 
 
 def read_pairs(path: str | Path) -> pl.DataFrame:
@@ -770,6 +773,7 @@ def main_pairs_cv(pairs_path: str, out: str, cross_encoder: str | None, device: 
     report = {**result.report, "input": {"path": str(pairs_path), "rows_valid": read.pairs.height,
                                          "rows_quarantined": read.rejected.height,
                                          "quarantine_examples": read.rejected.head(5).to_dicts(),
+                                         "text_repairs": repair_counts(read.text_repairs),
                                          **dossier_input}}
     report["timings_s"] = {"model_loading": round(loading, 3), **report["timings_s"]}
     final = PairCvResult(result.pair_scores, result.features, report)

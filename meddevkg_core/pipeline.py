@@ -14,6 +14,7 @@ from pathlib import Path
 
 import polars as pl
 
+from meddevkg_core import schemas
 from meddevkg_core.baselines import TfidfScorer
 from meddevkg_core.candidates import Stage2Inputs, generate_candidates
 from meddevkg_core.companies import CompanyResolver, company_match_table
@@ -37,6 +38,7 @@ from meddevkg_core.rerank import (
     with_ranks,
 )
 from meddevkg_core.text_adapter import Vectors
+from meddevkg_core.text_repair import repair_counts
 from meddevkg_core.training_pairs import training_pairs
 
 
@@ -184,6 +186,7 @@ class PipelineResult:
     company_matches: pl.DataFrame
     timings: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    text_repairs: pl.DataFrame = field(default_factory=lambda: schemas.empty(schemas.TEXT_REPAIRS))
 
 
 def run_pipeline(corpus: Corpus, models: Models, config: PipelineConfig | None = None,
@@ -197,7 +200,8 @@ def run_pipeline(corpus: Corpus, models: Models, config: PipelineConfig | None =
                                 corpus.patents.height)
     return PipelineResult(run.candidates, run.links, run.cross_encoder_scores, run.models, evaluation,
                           prepared.rejected, prepared.device_mentions, prepared.patent_mentions,
-                          prepared.company_matches, timer.seconds, notes(models))
+                          prepared.company_matches, timer.seconds, notes(models),
+                          corpus.text_repairs)
 
 
 def notes(models: Models) -> list[str]:
@@ -211,13 +215,14 @@ def write_result(result: PipelineResult, out: str | Path) -> Path:
     tables = {"candidates": result.candidates, "links": result.links,
               "cross_encoder_scores": result.cross_encoder_scores, "rejected_records": result.rejected,
               "device_mentions": result.device_mentions, "patent_mentions": result.patent_mentions,
-              "company_matches": result.company_matches}
+              "company_matches": result.company_matches, "text_repairs": result.text_repairs}
     staged = []
     for name, df in tables.items():
         tmp = out / f".{name}.parquet.tmp"
         df.write_parquet(tmp)
         staged.append((tmp, out / f"{name}.parquet"))
     summary = {"evaluation": result.evaluation.model_dump(), "timings_s": result.timings, "notes": result.notes,
+               "text_repairs": repair_counts(result.text_repairs),
                "reranker": {"threshold": result.model.full.threshold,
                             "n_train_pairs": result.model.full.n_train_pairs,
                             "n_train_devices": result.model.full.n_train_devices,

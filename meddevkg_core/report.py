@@ -32,6 +32,14 @@ def _dossiers(corpus: dict) -> str:
             "devices (--fda-pma).")
 
 
+def _repairs(corpus: dict) -> str:
+    repairs = corpus.get("text_repairs") or {}
+    if not repairs.get("devices"):
+        return ""
+    return (f" Device texts that had lost every \"the\": {repairs['devices']} repaired, {repairs['words']} words "
+            "restored (text_repair).")
+
+
 def render_markdown(report: dict) -> str:
     c = report["corpus"]
     ranking_rows = [[name, *(_fmt(m.get(k)) for k in ("R@10", "R@50", "R@100", "R@500", "MRR")),
@@ -57,7 +65,7 @@ def render_markdown(report: dict) -> str:
         "# MedDevKG benchmark",
         f"Corpus `{c['path']}`: {c['devices']} devices x {c['patents']} patents = {c['pairs']:,} pairs; "
         f"{c['gold_pairs']} gold pairs over {c['gold_devices']} devices; {c['rejected_rows']} rejected rows. "
-        + _dossiers(c),
+        + _dossiers(c) + _repairs(c),
         f"Protocol: {report['protocol']}.",
         "## Ranking over the whole corpus (gold devices, out-of-fold)",
         "R@K micro over gold pairs; MRR over gold devices; share@R90/95/99 = share of all pairs a global "

@@ -59,6 +59,15 @@ REJECTED_RECORDS = pl.Schema(
 )
 """Quarantine: every input row that failed validation, with the reason; nothing is dropped silently."""
 
+TEXT_REPAIRS = pl.Schema(
+    {
+        "fda_id": pl.String,
+        "restored_words": pl.Int32,
+        "words": pl.String,
+    }
+)
+"""Device texts whose lost "the"s were put back on reading (text_repair): the words restored."""
+
 CONCEPTS = pl.Schema(
     {
         "concept_id": pl.String,

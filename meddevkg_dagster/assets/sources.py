@@ -7,6 +7,7 @@ from meddevkg_core import schemas
 from meddevkg_core.dossier import supplements_of
 from meddevkg_core.ontology import Ontology, load_meddevonto
 from meddevkg_core.patent_years import YEAR_KEY_SQL, in_years, quarantine_year_keys, year_span
+from meddevkg_core.text_repair import repair_counts
 from meddevkg_dagster.lib import only_devices, partition_keys, require_known, stopwatch, stored_table, table_metadata
 from meddevkg_dagster.partitions import DEVICE_BACKFILL, PATENT_BACKFILL, patent_years, pma_devices
 from meddevkg_dagster.resources import DUCKDB_POOL, CorpusResource, OpenFDAResource, SourcesResource
@@ -60,11 +61,14 @@ def pma_documents(context: dg.AssetExecutionContext, corpus: CorpusResource, sou
                                     + "; ".join(unkeyed["reason"].head(5).to_list()))
             quarantine = quarantine.filter(keyed)
         else:
-            devices = corpus.load().devices
+            loaded = corpus.load()
+            devices = loaded.devices
             require_known(keys, devices["fda_id"], f"corpus at {corpus.path}")
             out = only_devices(devices, keys)
             quarantine = schemas.empty(schemas.REJECTED_RECORDS)  # corpus rows: see rejected_records
-            counts = {"devices_in_corpus": devices.height}
+            repaired = repair_counts(loaded.text_repairs.filter(pl.col("fda_id").is_in(out["fda_id"].implode())))
+            counts = {"devices_in_corpus": devices.height,  # texts whose lost "the"s were put back (text_repair)
+                      "texts_repaired": repaired["devices"], "words_restored": repaired["words"]}
             supplements = corpus.supplements(out["fda_id"].to_list())
             supplements = schemas.empty(schemas.SUPPLEMENTS) if supplements is None else supplements
     yield dg.Output(out, output_name="pma_documents", metadata=table_metadata(

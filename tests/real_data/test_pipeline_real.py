@@ -3,6 +3,8 @@
 The hashing encoder keeps this under a minute; the real MiniLM figures come from `meddevkg run`.
 """
 
+import json
+
 import polars as pl
 import pytest
 
@@ -30,4 +32,6 @@ def test_pipeline_on_the_real_benchmark(benchmark_dir, tmp_path):
     assert links.filter(pl.col("fda_id").is_in(corpus.gold_links["fda_id"].implode()))["out_of_fold"].all()
     out = write_result(result, tmp_path / "out")
     assert pl.read_parquet(out / "links.parquet").height == links.height
+    assert pl.read_parquet(out / "text_repairs.parquet").equals(corpus.text_repairs)
+    assert json.loads((out / "summary.json").read_text())["text_repairs"]["devices"] == corpus.text_repairs.height
     assert not list(out.glob(".*.tmp"))
