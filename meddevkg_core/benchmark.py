@@ -85,6 +85,7 @@ def ablation_configs(base: PipelineConfig) -> dict[str, PipelineConfig]:
         "without_entity": with_candidates(tier_s_points=0.0, tier_a_points=0.0, tier_b_points=0.0,
                                           rescue_anchor=False),
         "without_rescue": with_candidates(rescue_vector_points=None, rescue_anchor=False),
+        "paper_anchor_rescue": with_candidates(rescue_anchor=True),
         "entity_uniform_high": with_candidates(entity_weighting="uniform_high"),
         "entity_uniform_mid": with_candidates(entity_weighting="uniform_mid"),
         "entity_uniform_low": with_candidates(entity_weighting="uniform_low"),

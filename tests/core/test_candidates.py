@@ -139,8 +139,8 @@ def test_pool_admission_rules_and_columns():
         assert r["score_total"] == r["score_company"] + r["score_vector"] + r["score_entity"]
 
 
-def test_a_lone_tier_s_anchor_match_is_rescued():
-    cfg = CandidateConfig(vector_mode="absolute")
+def test_a_lone_tier_s_anchor_match_is_rescued_when_the_rescue_is_on():
+    cfg = CandidateConfig(vector_mode="absolute", rescue_anchor=True)
     inputs = _inputs(cfg)
     far = Stage2Inputs(inputs.device_ids, -inputs.device_vectors, inputs.patent_ids, inputs.patent_vectors,
                        inputs.company_matches.filter(pl.col("fda_id") != "D1"), inputs.entities)
