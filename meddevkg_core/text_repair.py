@@ -6,17 +6,17 @@ replaced by a space, inside words too: CATHETER became "CA TER", THERAPY " RAPY"
 "the" is left; in FDA's own statements, in 957 of 964). The embeddings, the entity extraction
 (catheter is an anchor term) and the lexical scores then see fragments. The repair puts a "the"
 back where FDA's own text says a word was: two fragments joined by one space whose join with
-"the" is a word FDA writes (`the_words.csv`, scripts/build_the_words.py), unless both fragments
-are at least as common as that word themselves; and a fragment of 4 letters or more that is no
-word at all but is one with "the" in front. Stop words ("these", "other") are mostly left as they
-are: they carry nothing here. On the benchmark's patents, damaged the same way, the repair
-restores 74% of the words holding a "the" with 1 wrong word in 2,588 (tests/core/test_text_repair).
+"the" is a word FDA writes, unless both fragments are at least as common as that word themselves;
+and a fragment of 4 letters or more that is no word of FDA's but is one with "the" in front
+(`the_words.csv` holds exactly the words these rules can restore; scripts/build_the_words.py).
+Short stop words ("these", "then") stay lost: they carry nothing here. On the benchmark's patents,
+damaged the same way, the repair restores 74% of the words holding a "the" with 1 wrong word in
+2,588 (tests/core/test_text_repair).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
@@ -37,21 +37,12 @@ _WORD = re.compile(r"[A-Za-z]+")
 _THE = re.compile(r"\bthe\b", re.IGNORECASE)
 
 
-@dataclass(frozen=True)
-class TheWord:
-    word: str
-    count: int
-    head_count: int
-    tail_count: int
-
-
 @cache
-def the_words() -> dict[tuple[str, str], TheWord]:
-    """The packaged table, keyed by the (head, tail) fragments a lost "the" leaves."""
+def the_words() -> dict[tuple[str, str], str]:
+    """The packaged words, keyed by the (head, tail) fragments a lost "the" leaves of them."""
     data = resources.files("meddevkg_core").joinpath("data", "text_repair", "the_words.csv").read_bytes()
     table = pl.read_csv(data, schema_overrides={"head": pl.String, "tail": pl.String}).fill_null("")
-    return {(r["head"], r["tail"]): TheWord(r["word"], r["count"], r["head_count"], r["tail_count"])
-            for r in table.iter_rows(named=True)}
+    return {(head, tail): word for word, head, tail in table.select("word", "head", "tail").iter_rows()}
 
 
 def lost_the(texts: list[str]) -> bool:
@@ -80,16 +71,15 @@ def restore_the(text: str) -> tuple[str, list[str]]:
             if i + 2 < len(parts) and parts[i + 1] == " " and parts[i + 2][0].isalpha():
                 tail = parts[i + 2]
                 word = table.get((part.lower(), tail.lower()))
-                if word is not None and min(word.head_count, word.tail_count) < word.count:
+                if word is not None:
                     out.append(part + _the(part[-1], tail[0]) + tail)
-                    restored.append(word.word)
+                    restored.append(word)
                     i += 3
                     continue
             word = table.get(("", part.lower()))
-            starts_word = i == 0 or not parts[i - 1][-1].isalpha()
-            if word is not None and starts_word and len(part) >= MIN_PREFIX_FRAGMENT and word.tail_count == 0:
+            if word is not None and len(part) >= MIN_PREFIX_FRAGMENT:
                 out.append(_the(part) + part)
-                restored.append(word.word)
+                restored.append(word)
                 i += 1
                 continue
         out.append(part)

@@ -39,13 +39,20 @@ def word_counts(fda_dir: Path) -> Counter[str]:
 
 
 def the_words(counts: Counter[str]) -> pl.DataFrame:
-    """Words with exactly one "the" not at their end, with the counts of what is left either side."""
+    """Words with exactly one "the" not at their end, with the counts of what is left either side.
+
+    Only words a repair can tell from what is left: a word that began with "the" when the rest is no
+    word of its own ("rapy", but not "device" of a run-together "thedevice"), and a word split in two
+    unless both fragments are at least as common as the word ("an m" is two words, not "anthem")."""
     rows = []
     for word, count in counts.items():
         if count < MIN_COUNT or word.count("the") != 1 or word.endswith("the"):
             continue
         head, tail = word.split("the")
-        rows.append((word, count, head, counts.get(head, 0) if head else 0, tail, counts.get(tail, 0)))
+        head_count, tail_count = (counts.get(head, 0) if head else 0), counts.get(tail, 0)
+        if (tail_count > 0) if not head else (min(head_count, tail_count) >= count):
+            continue
+        rows.append((word, count, head, head_count, tail, tail_count))
     schema = {"word": pl.String, "count": pl.Int64, "head": pl.String, "head_count": pl.Int64,
               "tail": pl.String, "tail_count": pl.Int64}
     return pl.DataFrame(rows, schema=schema, orient="row").sort("word")

@@ -33,8 +33,8 @@ def test_short_fragments_and_words_of_their_own_are_left_alone():
     assert restore_the("WHICH INCLUDE SE MODELS ON TA") == ("WHICH INCLUDE SE MODELS ON TA", [])
     # "an m" could be "anthem", but both fragments are commoner than that word: two words
     assert restore_the("length of an m") == ("length of an m", [])
-    # a fragment inside a longer token is not a word start
-    assert restore_the("XRAPY") == ("XRAPY", [])
+    # a fragment is a whole token, never part of one
+    assert restore_the("XRAPY CATERS") == ("XRAPY CATERS", [])
 
 
 def test_intact_text_is_not_changed():
