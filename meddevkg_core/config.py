@@ -85,7 +85,7 @@ class CandidateConfig(BaseModel, frozen=True):
         description="Rescue:TierS_Core: a lone Tier-S anchor match (S_entity 60) admits the pair. Off since issue 6 "
         "(the issue keeps a rescue only where the validation folds show it helps): on the benchmark it admits no "
         "gold pair that another rule does not (0 of 426, so none on the training devices of any fold) but, with "
-        "the device texts repaired (text_repair), 15,119 other pairs; without it the pool holds 8.6% of all pairs "
+        "the device texts repaired (text_repair), 15,104 other pairs; without it the pool holds 8.6% of all pairs "
         "instead of 10.2%, at the same recall (99.8%). The benchmark's ablation paper_anchor_rescue turns it on.",
     )
     same_company_min_score: float | None = Field(

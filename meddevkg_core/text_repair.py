@@ -90,21 +90,21 @@ def restore_the(text: str) -> tuple[str, list[str]]:
 def repair_texts(frame: pl.DataFrame, text_column: str = "text") -> tuple[pl.DataFrame, pl.DataFrame]:
     """`frame` (devices or device-patent pairs, keyed by fda_id) with its texts restored, and one row
     per repaired device (schemas.TEXT_REPAIRS). A column without the damage (`lost_the`) is left as it is."""
-    none = schemas.empty(schemas.TEXT_REPAIRS)
     if frame.height == 0 or not lost_the(frame[text_column].drop_nulls().to_list()):
-        return frame, none
-    texts, rows = [], []
-    for key, text in zip(frame["fda_id"].to_list(), frame[text_column].to_list(), strict=True):
-        fixed, words = restore_the(text) if text is not None else (text, [])
-        texts.append(fixed)
+        return frame, schemas.empty(schemas.TEXT_REPAIRS)
+    # a pairs file repeats each device's text on every pair: restore each distinct text once
+    restored = {text: restore_the(text) for text in frame[text_column].drop_nulls().unique().to_list()}
+    repaired = frame.with_columns(pl.col(text_column).replace_strict(
+        {text: fixed for text, (fixed, _) in restored.items()}, default=None, return_dtype=pl.String))
+    rows = []
+    devices = frame.select("fda_id", text_column).unique("fda_id", keep="first", maintain_order=True)
+    for key, text in devices.iter_rows():
+        words = restored[text][1] if text is not None else []
         if words:
             rows.append((key, len(words), ", ".join(words)))
-    repaired = frame.with_columns(pl.Series(text_column, texts, frame.schema[text_column]))
-    repairs = pl.DataFrame(rows, schema=schemas.TEXT_REPAIRS, orient="row").unique("fda_id", keep="first",
-                                                                            maintain_order=True)
-    return repaired, repairs
+    return repaired, pl.DataFrame(rows, schema=schemas.TEXT_REPAIRS, orient="row")
 
 
 def repair_counts(repairs: pl.DataFrame) -> dict[str, int]:
     """For a run's summary: how many device texts were repaired and how many words restored."""
-    return {"devices": repairs.height, "words": int(repairs["restored_words"].sum() or 0)}
+    return {"devices": repairs.height, "words": int(repairs["restored_words"].sum())}
