@@ -93,6 +93,8 @@ def ablation_configs(base: PipelineConfig) -> dict[str, PipelineConfig]:
         **_feature_variants(base),
         "target_recall_0.90": base.model_copy(update={"rerank": base.rerank.model_copy(
             update={"target_recall": 0.90})}),
+        "unconstrained_similarity": base.model_copy(update={"rerank": base.rerank.model_copy(
+            update={"monotone_similarity": False})}),
     }
 
 

@@ -55,6 +55,7 @@ from meddevkg_core.entities import extract_mentions
 from meddevkg_core.entity_match import DocKeys, doc_keys
 from meddevkg_core.ontology import Ontology
 from meddevkg_core.pair_features import with_year_features
+from meddevkg_core.rerank import xgb_classifier
 from meddevkg_core.text_repair import repair_counts, repair_texts
 
 if TYPE_CHECKING:
@@ -427,11 +428,7 @@ def xgb_fitter(cfg: RerankConfig) -> Fitter:
     """Stage 3's XGBoost (RerankConfig's hyper-parameters), one thread: the sets are small."""
 
     def fit(x: np.ndarray, y: np.ndarray) -> Model:
-        model = xgb.XGBClassifier(
-            n_estimators=cfg.n_estimators, max_depth=cfg.max_depth, learning_rate=cfg.learning_rate,
-            subsample=cfg.subsample, colsample_bytree=cfg.colsample_bytree, random_state=cfg.seed,
-            eval_metric="logloss", tree_method="hist", n_jobs=1, base_score=float(np.clip(y.mean(), 0.01, 0.99)))
-        return model.fit(x, y)
+        return xgb_classifier(cfg, y, n_jobs=1).fit(x, y)
 
     return fit
 
