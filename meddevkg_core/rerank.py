@@ -60,8 +60,8 @@ MONOTONE_INCREASING = ("ai_score", "sim_raw", "sim_z_device", "lexical", "sim_z_
                        "sibling_sim_margin", "sibling_lexical_margin", "sim_z_patent")
 """The text similarities and where they stand: with the others fixed, a pair more alike can only be
 more likely a link (RerankConfig.monotone_similarity). Unconstrained, depth-4 trees over ~50 gold
-devices learned bumps such as "a cosine of 0.23 is better than 0.24" that score glucose-monitor
-patents above an ablation catheter's own."""
+devices learned bumps: for an ablation catheter (P220013), a cosine of 0.23 to a glucose monitor's
+patent counted for the pair and one of 0.48 to its own force sensor's patent against it."""
 
 
 def feature_names(cfg: RerankConfig) -> tuple[str, ...]:
