@@ -11,7 +11,7 @@ and a fragment of 4 letters or more that is no word of FDA's but is one with "th
 (`the_words.csv` holds exactly the words these rules can restore; scripts/build_the_words.py).
 Short stop words ("these", "then") stay lost: they carry nothing here. On the benchmark's patents,
 damaged the same way, the repair restores 74% of the words holding a "the" with 1 wrong word in
-2,588 (tests/core/test_text_repair).
+2,588 (tests/real_data/test_text_repair_real).
 """
 
 from __future__ import annotations
