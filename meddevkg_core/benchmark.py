@@ -95,6 +95,8 @@ def ablation_configs(base: PipelineConfig) -> dict[str, PipelineConfig]:
             update={"target_recall": 0.90})}),
         "unconstrained_similarity": base.model_copy(update={"rerank": base.rerank.model_copy(
             update={"monotone_similarity": False})}),
+        "no_product_line_names": base.model_copy(update={"rerank": base.rerank.model_copy(
+            update={"product_line_names": False})}),
     }
 
 

@@ -8,8 +8,8 @@ never materialised: each block of devices is scored against every patent and fil
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from functools import cache, cached_property
 from typing import Protocol
 
@@ -44,6 +44,9 @@ class Stage2Inputs:
     lexical: LexicalScorer | None = None
     dossier: LexicalScorer | None = None
     """The lexical scorer over the devices' dossiers (dossier), when their supplements are known."""
+    device_words: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """The words of each device's label head (device_names), when the texts are known: Stage 3
+    compares product lines by them."""
 
     @cached_property
     def patent_moments(self) -> tuple[np.ndarray, np.ndarray]:

@@ -153,6 +153,12 @@ class RerankConfig(BaseModel, frozen=True):
         "macro R@10 0.582 vs 0.574, R@10 0.439 vs 0.440, R@100 0.970 vs 0.969. Constraining the Stage-2 scores "
         "as well did worse on seed 42 (R@10 0.430, MRR 0.636 against 0.439, 0.658).",
     )
+    product_line_names: bool = Field(
+        default=True,
+        description="Compare the pair's device with the devices known to be linked to its patent by the words "
+        "of their labels' heads too (known_links.known_link_name_idf: the idf of the rarest word they share, "
+        "high for a trade name). False leaves the feature out.",
+    )
     negatives_per_positive: int = Field(
         default=10,
         description="Pool negatives sampled per positive for training (0 = every pool negative). 10 since "

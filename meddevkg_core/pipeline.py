@@ -21,6 +21,7 @@ from meddevkg_core.companies import CompanyResolver, company_match_table
 from meddevkg_core.config import PipelineConfig
 from meddevkg_core.corpus import Corpus
 from meddevkg_core.cross_encoder import PairScorer, score_candidate_pairs
+from meddevkg_core.device_names import head_words_of
 from meddevkg_core.dossier import device_dossiers
 from meddevkg_core.embeddings import EmbeddingCache, Encoder, embed_documents, embedding_matrix
 from meddevkg_core.entities import extract_mentions
@@ -64,13 +65,15 @@ def stage2_inputs(device_embeddings: pl.DataFrame, patent_embeddings: pl.DataFra
                   devices: pl.DataFrame | None = None, patents: pl.DataFrame | None = None,
                   supplements: pl.DataFrame | None = None) -> Stage2Inputs:
     """Stage-2 inputs aligned by row; with device and patent texts, also a TF-IDF lexical scorer,
-    and with the devices' supplements (even none), one over their dossiers (dossier)."""
+    and with the devices' supplements (even none), one over their dossiers (dossier). The device
+    texts also give each device's label-head words (device_names)."""
     device_ids, device_vectors = embedding_matrix(device_embeddings)
     patent_ids, patent_vectors = embedding_matrix(patent_embeddings)
     cfg = config.candidates
     matcher = EntityMatcher(doc_keys(device_mentions, ontology, cfg), doc_keys(patent_mentions, ontology, cfg),
                             patent_ids, cfg)
     lexical = dossier = None
+    words = head_words_of(devices.select("fda_id", "text").iter_rows()) if devices is not None else {}
     if devices is not None and patents is not None:
         dev_text = dict(devices.select("fda_id", "text").iter_rows())
         pat_text = dict(patents.select("pat_id", "text").iter_rows())
@@ -81,7 +84,7 @@ def stage2_inputs(device_embeddings: pl.DataFrame, patent_embeddings: pl.DataFra
         lexical, *rest = TfidfScorer.fit_views(views, [pat_text[p] for p in patent_ids])
         dossier = rest[0] if rest else None
     return Stage2Inputs(device_ids, device_vectors, patent_ids, patent_vectors, company_matches, matcher, lexical,
-                        dossier)
+                        dossier, words)
 
 
 def rerank(candidates: pl.DataFrame, ce_scores: pl.DataFrame | None, gold: pl.DataFrame,

@@ -55,9 +55,11 @@ inputs (the stored catalogue in Dagster's candidate_pool), so each new device mo
 value a little; the benchmark measures it as the ablation `extended_corpus_features`."""
 FEATURE_SETS = {"paper": FEATURES, "extended": EXTENDED_FEATURES, "extended_corpus": CORPUS_FEATURES}
 RESCUES = (Admission.RESCUE_VECTOR.value, Admission.RESCUE_ANCHOR.value)
+PRODUCT_LINE_FEATURE = KNOWN_LINK_FEATURES[1]
+"""known_link_name_idf: left out when RerankConfig.product_line_names is off."""
 MONOTONE_INCREASING = ("ai_score", "sim_raw", "sim_z_device", "lexical", "sim_z_pool", "lexical_z_pool",
-                       "sim_z_company", "lexical_z_company", "known_link_device_sim", "dossier_lexical",
-                       "sibling_sim_margin", "sibling_lexical_margin", "sim_z_patent")
+                       "sim_z_company", "lexical_z_company", "known_link_device_sim", "known_link_name_idf",
+                       "dossier_lexical", "sibling_sim_margin", "sibling_lexical_margin", "sim_z_patent")
 """The text similarities and where they stand: with the others fixed, a pair more alike can only be
 more likely a link (RerankConfig.monotone_similarity). Unconstrained, depth-4 trees over ~50 gold
 devices learned bumps: for an ablation catheter (P220013), a cosine of 0.23 to a glucose monitor's
@@ -65,7 +67,8 @@ patent counted for the pair and one of 0.48 to its own force sensor's patent aga
 
 
 def feature_names(cfg: RerankConfig) -> tuple[str, ...]:
-    return FEATURE_SETS[cfg.features]
+    names = FEATURE_SETS[cfg.features]
+    return names if cfg.product_line_names else tuple(n for n in names if n != PRODUCT_LINE_FEATURE)
 
 
 def feature_frame(candidates: pl.DataFrame, ce_scores: pl.DataFrame | None) -> pl.DataFrame:
@@ -485,14 +488,15 @@ def with_ranks(scored: pl.DataFrame, models: FoldModels, vectors: Vectors | None
 
 def rank_pool(candidates: pl.DataFrame, ce_scores: pl.DataFrame | None, models: FoldModels,
               device_embeddings: pl.DataFrame, patent_embeddings_of: Callable[[pl.Series], pl.DataFrame],
-              cfg: RerankConfig) -> pl.DataFrame:
+              cfg: RerankConfig, device_texts: pl.DataFrame | None = None) -> pl.DataFrame:
     """Stage 3 over a pool (probabilities, decisions, ranks) as LINKS, reading patent vectors for
     the text adapters' top pairs only: `patent_embeddings_of(pat_ids)` returns their EMBEDDINGS rows.
 
     The same rows as `with_ranks` over every patent's vector: the probabilities need the devices'
-    vectors alone (known links), and the ranks read those of `ranked_patents`."""
+    vectors and label texts (fda_id, text) alone (known links), and the ranks read the vectors of
+    `ranked_patents`."""
     no_patents = schemas.empty(schemas.EMBEDDINGS)
-    devices = Vectors.of(device_embeddings, no_patents)
+    devices = Vectors.of(device_embeddings, no_patents, device_texts)
     scored = decide(apply_fold_models(feature_frame(candidates, ce_scores), models, devices), cfg)
     wanted = ranked_patents(scored, cfg.text_adapter)
     vectors = devices.with_patents(patent_embeddings_of(wanted)) if wanted.len() else devices

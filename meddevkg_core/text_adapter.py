@@ -22,14 +22,15 @@ of a device's pairs does, which is what R@K, MRR and a reviewer reading a device
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
 
 from meddevkg_core.config import TextAdapterConfig
+from meddevkg_core.device_names import head_words_of
 from meddevkg_core.embeddings import embedding_matrix, l2_normalise
 
 if TYPE_CHECKING:
@@ -38,24 +39,30 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Vectors:
-    """Device and patent embeddings by id (rows of `embedding_matrix`)."""
+    """Device and patent embeddings by id (rows of `embedding_matrix`), and what the reranker
+    compares devices by besides: the words of their label heads (device_names.head_words)."""
 
     device_ids: Sequence[str]
     device_vectors: np.ndarray
     patent_ids: Sequence[str]
     patent_vectors: np.ndarray
+    device_words: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
     @staticmethod
-    def of(device_embeddings: pl.DataFrame, patent_embeddings: pl.DataFrame) -> Vectors:
-        """From embedding tables (doc_id, vector), as the embedding assets store them."""
+    def of(device_embeddings: pl.DataFrame, patent_embeddings: pl.DataFrame,
+           devices: pl.DataFrame | None = None) -> Vectors:
+        """From embedding tables (doc_id, vector), as the embedding assets store them, and the
+        devices' label texts (fda_id, text) when given."""
         device_ids, device_vectors = embedding_matrix(device_embeddings)
         patent_ids, patent_vectors = embedding_matrix(patent_embeddings)
-        return Vectors(device_ids, device_vectors, patent_ids, patent_vectors)
+        words = head_words_of(devices.select("fda_id", "text").iter_rows()) if devices is not None else {}
+        return Vectors(device_ids, device_vectors, patent_ids, patent_vectors, words)
 
     @staticmethod
     def of_inputs(inputs: Stage2Inputs) -> Vectors:
         """The vectors Stage 2 scored with."""
-        return Vectors(inputs.device_ids, inputs.device_vectors, inputs.patent_ids, inputs.patent_vectors)
+        return Vectors(inputs.device_ids, inputs.device_vectors, inputs.patent_ids, inputs.patent_vectors,
+                       inputs.device_words)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_device_row", {d: i for i, d in enumerate(self.device_ids)})
@@ -64,7 +71,7 @@ class Vectors:
     def with_patents(self, patent_embeddings: pl.DataFrame) -> Vectors:
         """The same devices with these patents' vectors instead."""
         patent_ids, patent_vectors = embedding_matrix(patent_embeddings)
-        return Vectors(self.device_ids, self.device_vectors, patent_ids, patent_vectors)
+        return Vectors(self.device_ids, self.device_vectors, patent_ids, patent_vectors, self.device_words)
 
     def devices(self, ids: Sequence[str]) -> np.ndarray:
         return self.device_vectors[[self._device_row[d] for d in ids]]  # type: ignore[attr-defined]

@@ -53,7 +53,7 @@ def _core_device_links(tables: dict[str, pl.DataFrame], resources: dict[str, Any
     ce = resources["cross_encoder"]
     scores = score_candidate_pairs(pool, devices, patents, ce.scorer(), ce.config().max_chars, ce.config().batch_size)
     models = FoldModels.from_frame(tables["reranker_model"])
-    embeddings = Vectors.of(vectors, tables["patent_embeddings"])
+    embeddings = Vectors.of(vectors, tables["patent_embeddings"], devices)
     scored = decide(apply_fold_models(feature_frame(pool, scores), models, embeddings), config.rerank)
     ranked = with_ranks(scored, models, embeddings, config.rerank)
     return links_frame(ranked).height

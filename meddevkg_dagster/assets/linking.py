@@ -165,11 +165,13 @@ def training_pairs(corpus: CorpusResource, sources: SourcesResource, pipeline_co
           ins=every_partition("patent_embeddings"))
 def reranker_model(context: dg.AssetExecutionContext, pipeline_config: PipelineConfigResource,
                    training_pairs: pl.DataFrame, gold_links: pl.DataFrame, device_embeddings: pl.DataFrame,
-                   patent_embeddings: pl.DataFrame) -> dg.Output[pl.DataFrame]:
-    """The XGBoost reranker and the text adapters: a full model plus device-grouped fold models."""
+                   patent_embeddings: pl.DataFrame, pma_documents: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+    """The XGBoost reranker and the text adapters: a full model plus device-grouped fold models.
+    The labels of every device tell which of their words name a product line (device_names)."""
     cfg = pipeline_config.config().rerank
     with stopwatch() as t:
-        models = fit_fold_models(training_pairs, gold_links, cfg, Vectors.of(device_embeddings, patent_embeddings))
+        models = fit_fold_models(training_pairs, gold_links, cfg,
+                                 Vectors.of(device_embeddings, patent_embeddings, pma_documents))
     out = models.to_frame()
     context.log.info(f"trained {len(models.folds)} fold models and the full model in {t['seconds']}s")
     return dg.Output(out, metadata=table_metadata(
@@ -177,6 +179,7 @@ def reranker_model(context: dg.AssetExecutionContext, pipeline_config: PipelineC
         train_devices=models.full.n_train_devices, folds=len(models.folds),
         has_ai_score=models.full.has_ai_score, text_adapter=models.full_adapter is not None,
         known_links=len(models.full.known.links), known_link_devices=len(models.full.known.device_ids),
+        known_link_named_devices=len(models.full.known.names),
         seconds=t["seconds"]))
 
 
@@ -185,7 +188,8 @@ def reranker_model(context: dg.AssetExecutionContext, pipeline_config: PipelineC
           metadata=_by_device(schemas.LINKS), **DEVICE_PARTITIONED)
 def reranked_links(context: dg.AssetExecutionContext, pipeline_config: PipelineConfigResource,
                    warehouse: DuckDBResource, candidate_pool: pl.DataFrame, cross_encoder_scores: pl.DataFrame,
-                   reranker_model: pl.DataFrame, device_embeddings: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+                   reranker_model: pl.DataFrame, device_embeddings: pl.DataFrame,
+                   pma_documents: pl.DataFrame) -> dg.Output[pl.DataFrame]:
     """Final links: probability (out-of-fold for gold devices), decision, immunity, evidence and each
     pair's rank within its device.
 
@@ -195,7 +199,8 @@ def reranked_links(context: dg.AssetExecutionContext, pipeline_config: PipelineC
     models = FoldModels.from_frame(reranker_model)
     out = rank_pool(candidate_pool, cross_encoder_scores, models, device_embeddings,
                     lambda pat_ids: _stored_rows(warehouse, "patent_embeddings", "doc_id",
-                                                 ["doc_id", "content_hash", "embedding"], pat_ids), cfg)
+                                                 ["doc_id", "content_hash", "embedding"], pat_ids), cfg,
+                    pma_documents)
     kept = out.filter(pl.col("decision"))
     return dg.Output(out, metadata=table_metadata(
         out, links_kept=kept.height, immune=int(out["immune"].sum()),

@@ -1,3 +1,5 @@
+import math
+
 import numpy as np
 import polars as pl
 import pytest
@@ -17,11 +19,12 @@ from meddevkg_core.text_adapter import Vectors
 from tests.core.test_rerank import synthetic_pool
 
 CFG = RerankConfig(n_estimators=20, folds=4)
-(SIM,) = KNOWN_LINK_FEATURES
+SIM, NAMES = KNOWN_LINK_FEATURES
 
 
-def vectors_of(devices: dict[str, list[float]]) -> Vectors:
-    return Vectors(list(devices), np.asarray(list(devices.values()), np.float32), [], np.zeros((0, 2), np.float32))
+def vectors_of(devices: dict[str, list[float]], words: dict[str, set[str]] | None = None) -> Vectors:
+    return Vectors(list(devices), np.asarray(list(devices.values()), np.float32), [], np.zeros((0, 2), np.float32),
+                   {d: frozenset(w) for d, w in (words or {}).items()})
 
 
 def test_the_feature_is_the_best_cosine_to_another_device_linked_to_the_patent():
@@ -37,10 +40,33 @@ def test_the_feature_is_the_best_cosine_to_another_device_linked_to_the_patent()
     # E has no vector; nobody is known to be linked to 7
     assert out[SIM].to_list() == pytest.approx([0.8, 0.0, 2 ** -0.5, None, None, None], abs=1e-6)
     assert out.select("fda_id", "pat_id").equals(pairs.select("fda_id", "pat_id"))  # row order kept
-    assert out.columns == pairs.columns  # the old column replaced, no helper left
+    assert out.columns == [*pairs.columns, NAMES]  # the old column replaced, no helper left
+    assert out[NAMES].null_count() == pairs.height  # no label words given: no names known
     assert KnownLinks.from_dict(known.to_dict()) == known
     with pytest.raises(ValueError, match="pass the device vectors"):
         known.features(pairs, None)
+
+
+def test_the_name_feature_is_the_idf_of_the_rarest_word_shared_with_a_known_device():
+    words = {"A": {"POWERLINK", "ENDOGRAFT", "SYSTEM"}, "B": {"OVATION", "ENDOGRAFT", "SYSTEM"},
+             "C": {"NAVISTAR", "CATHETER", "SYSTEM"}, "D": {"NAVISTAR", "CELSIUS", "CATHETER", "SYSTEM"},
+             "E": {"CATHETER", "SYSTEM"}}
+    vectors = vectors_of({d: [1.0, 0.0] for d in [*words, "X"]}, words)
+    labeled = pl.DataFrame({"fda_id": ["A", "C", "E", "B"], "pat_id": ["1", "2", "2", "3"], "label": [1, 1, 1, 0]})
+    known = KnownLinks.of(labeled, vectors)
+    idf = {"SYSTEM": 0.0, "CATHETER": math.log(5 / 3), "ENDOGRAFT": math.log(5 / 2), "NAVISTAR": math.log(5 / 2),
+           "POWERLINK": math.log(5)}  # over the five devices with words; B is not linked to anything
+    assert {d: dict(w) for d, w in known.names} == {
+        "A": {w: idf[w] for w in ("ENDOGRAFT", "POWERLINK", "SYSTEM")},
+        "C": {w: idf[w] for w in ("CATHETER", "NAVISTAR", "SYSTEM")}, "E": {w: idf[w] for w in ("CATHETER", "SYSTEM")}}
+    pairs = pl.DataFrame({"fda_id": ["B", "D", "C", "A", "B", "X"], "pat_id": ["1", "2", "2", "1", "9", "1"]})
+    # B-1: ENDOGRAFT with A; D-2: NAVISTAR with C (CATHETER with E); C-2: E only (never C itself);
+    # nobody but A; nobody is known to be linked to 9; X has no label words
+    assert known.features(pairs, vectors)[NAMES].to_list() == pytest.approx(
+        [idf["ENDOGRAFT"], idf["NAVISTAR"], idf["CATHETER"], None, None, None])
+    assert KnownLinks.from_dict(known.to_dict()) == known
+    with pytest.raises(ValueError, match="pass their label texts"):
+        known.features(pairs, vectors_of({"B": [1.0, 0.0]}))
 
 
 def test_links_known_without_vectors_give_no_similarity_in_training_or_scoring():
@@ -65,7 +91,9 @@ def shared_patent_pool() -> tuple[pl.DataFrame, pl.DataFrame, Vectors]:
     rng = np.random.default_rng(1)
     lines = rng.normal(size=(6, 8))
     devices = {f"P{d:02d}": (lines[d // 2] + 0.1 * rng.normal(size=8)).tolist() for d in range(12)}
-    return line(pool).sort("fda_id", "pat_id"), line(gold), vectors_of(devices | {"PX": rng.normal(size=8).tolist()})
+    words = {f"P{d:02d}": {"STENT", f"LINE{d // 2}"} for d in range(12)} | {"PX": {"STENT"}}
+    return (line(pool).sort("fda_id", "pat_id"), line(gold),
+            vectors_of(devices | {"PX": rng.normal(size=8).tolist()}, words))
 
 
 def test_a_fold_model_knows_its_training_devices_only():
@@ -77,6 +105,8 @@ def test_a_fold_model_knows_its_training_devices_only():
     for held_out, model in models.folds:
         assert model.known.links and not {f for f, _ in model.known.links} & set(held_out)
         assert not set(model.known.device_ids) & set(held_out)
+        assert {d for d, _ in model.known.names} == set(model.known.device_ids)
+    assert dict(dict(models.full.known.names)["P03"]) == pytest.approx({"STENT": 0.0, "LINE1": np.log(13 / 2)})
     assert RerankerModel.from_json(models.full.to_json()) == models.full
     with pytest.raises(ValueError, match="pass the device vectors"):
         apply_fold_models(feature_frame(pool, None), models)
@@ -109,4 +139,14 @@ def test_training_rows_leave_their_own_device_out():
     rows = model.known.features(labeled, vectors).filter(pl.col("label") == 1)
     shared = rows.filter(pl.col("pat_id").str.starts_with("L"))
     assert shared.height == 12 and shared[SIM].min() > 0.9  # each with its alike sibling, never itself
-    assert rows.filter(~pl.col("pat_id").str.starts_with("L"))[SIM].null_count() == rows.height - 12
+    assert shared[NAMES].to_numpy() == pytest.approx(np.log(13 / 2))  # the line's name, shared with the sibling
+    unshared = rows.filter(~pl.col("pat_id").str.starts_with("L"))
+    assert unshared[SIM].null_count() == unshared[NAMES].null_count() == rows.height - 12
+
+
+def test_product_line_names_off_leaves_the_name_feature_out():
+    pool, gold, vectors = shared_patent_pool()
+    cfg = CFG.model_copy(update={"product_line_names": False})
+    model = train_reranker(label_pairs(feature_frame(pool, None), gold), cfg, vectors=vectors)
+    assert SIM in model.features and NAMES not in model.features
+    assert NAMES in train_reranker(label_pairs(feature_frame(pool, None), gold), CFG, vectors=vectors).features

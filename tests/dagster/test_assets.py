@@ -61,6 +61,8 @@ def test_full_graph_materialises_with_checks_and_metadata(harness):
     assert "pool_recall" in mats["link_evaluation"]
     assert mats["reranker_model"]["text_adapter"].value is False
     assert mats["reranker_model"]["known_links"].value > 0 and mats["reranker_model"]["known_link_devices"].value > 0
+    model = mats["reranker_model"]
+    assert model["known_link_named_devices"].value == model["known_link_devices"].value
     assert "not configured" in mats["cross_encoder_scores"]["cross_encoder"].value or \
         "none configured" in mats["cross_encoder_scores"]["cross_encoder"].value
 
@@ -79,7 +81,7 @@ def _inputs_loaded(result, step: str) -> set[str]:
 def test_device_steps_read_only_the_patent_data_they_use(harness):
     """Without a cross-encoder no patent text is read; with the text adapters on, the reranker reads
     the vectors of each device's top pairs from the store (rank_pool's test: the same ranks as with
-    every vector)."""
+    every vector). The reranker reads the device's own label (the known links' product-line names)."""
     from meddevkg_dagster.resources import PipelineConfigResource
 
     harness.resources["pipeline_config"] = PipelineConfigResource(
@@ -90,7 +92,7 @@ def test_device_steps_read_only_the_patent_data_they_use(harness):
     assert _inputs_loaded(result, "cross_encoder_scores") == {"candidate_pool", "pma_documents"}
     assert harness.table("cross_encoder_scores").height == 0
     assert _inputs_loaded(result, "reranked_links") == {"candidate_pool", "cross_encoder_scores", "reranker_model",
-                                                        "device_embeddings"}
+                                                        "device_embeddings", "pma_documents"}
     assert harness.table("reranked_links")["text_sim"].is_not_null().any()  # the adapters ordered the top pairs
     assert _materialized(result)["reranker_model"]["text_adapter"].value is True
     graph = defs.resolve_asset_graph()  # lineage kept
