@@ -110,9 +110,14 @@ class KnownLinks:
         return pl.DataFrame(list(self.links), schema={"_other": pl.String, "pat_id": pl.String}, orient="row")
 
     @cached_property
+    def _name_idf(self) -> dict[str, dict[str, float]]:
+        """`names` as {fda_id: {word: idf}}. Built once per model: the ranking scores device by device."""
+        return {d: dict(words) for d, words in self.names}
+
+    @cached_property
     def _links_with_names(self) -> pl.DataFrame:
         """(_other, pat_id): the links whose device's names are known. Built once per model."""
-        return self._links.filter(pl.col("_other").is_in([d for d, _ in self.names]))
+        return self._links.filter(pl.col("_other").is_in(list(self._name_idf)))
 
     def _rarest_shared_word(self, pairs: pl.DataFrame, vectors: Vectors | None) -> np.ndarray:
         """Per pair, the highest idf of a word its device shares with a known device linked to its
@@ -123,7 +128,7 @@ class KnownLinks:
         if vectors is None or not vectors.device_words:
             raise ValueError("this reranker compares the devices' product-line names: pass their label texts "
                              "to score (Vectors.of(..., devices))")
-        names, words = {d: dict(w) for d, w in self.names}, vectors.device_words
+        names, words = self._name_idf, vectors.device_words
         matches = self._matches(pairs, self._links_with_names)
         device_pairs = matches.select("fda_id", "_other").unique().filter(pl.col("fda_id").is_in(list(words)))
         if device_pairs.height == 0:
