@@ -1,0 +1,70 @@
+"""Benchmark runs compared device by device."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from meddevkg_core.run_comparison import RankingsError, compare_runs, device_metrics, format_comparison
+
+GOLD = pl.DataFrame({"fda_id": ["D1", "D1", "D2"], "pat_id": ["a", "b", "c"]})
+
+
+def _rankings(order: dict[str, list[str]]) -> pl.DataFrame:
+    rows = [(dev, pat, rank) for dev, pats in order.items() for rank, pat in enumerate(pats, start=1)]
+    return pl.DataFrame(rows, schema={"fda_id": pl.String, "pat_id": pl.String, "rank": pl.Int32}, orient="row")
+
+
+def test_device_metrics_count_a_gold_patent_missing_from_the_ranking_as_not_found():
+    fillers = [f"x{i}" for i in range(12)]
+    ranks = _rankings({"D1": ["x", "a", *fillers], "D2": [*fillers, "c"]})  # b is not ranked; c at 13
+    metrics = {r["fda_id"]: r for r in device_metrics(ranks, GOLD).iter_rows(named=True)}
+    assert metrics["D1"]["rr"] == 0.5 and metrics["D1"]["recall_10"] == 0.5 and metrics["D1"]["hits_10"] == 1
+    assert metrics["D2"]["rr"] == pytest.approx(1 / 13) and metrics["D2"]["recall_10"] == 0
+    assert metrics["D2"]["recall_100"] == 1 and metrics["D1"]["gold"] == 2
+
+
+def test_a_ranking_without_a_gold_device_or_a_column_is_refused_by_name():
+    with pytest.raises(RankingsError, match="D2"):
+        device_metrics(_rankings({"D1": ["a", "b"]}), GOLD)
+    with pytest.raises(RankingsError, match="rank"):
+        device_metrics(_rankings({"D1": ["a"], "D2": ["c"]}).drop("rank"), GOLD)
+
+
+def _gold_devices(n: int) -> pl.DataFrame:
+    return pl.DataFrame({"fda_id": [f"D{i:02d}" for i in range(n)], "pat_id": [f"g{i}" for i in range(n)]})
+
+
+def _ranked_at(gold: pl.DataFrame, rank_of: dict[str, int]) -> pl.DataFrame:
+    """Each device's gold patent at the given rank (else first), behind filler patents."""
+    order = {}
+    for dev, pat in gold.iter_rows():
+        rank = rank_of.get(dev, 1)
+        order[dev] = [f"f{i}" for i in range(rank - 1)] + [pat]
+    return _rankings(order)
+
+
+def test_a_change_that_helps_most_devices_is_significant_and_one_device_is_not():
+    gold = _gold_devices(12)
+    before = _ranked_at(gold, {f"D{i:02d}": 3 for i in range(12)})
+    after = _ranked_at(gold, {f"D{i:02d}": 1 for i in range(11)} | {"D11": 4})  # 11 devices gain, one loses
+    comparison, paired = compare_runs([before], [after], gold)
+    rr = next(m for m in comparison.metrics if m.metric == "rr")
+    assert (rr.gain, rr.lose) == (11, 1) and rr.p_value < 0.01
+    assert rr.mean_b > rr.mean_a and paired.height == 12
+    lucky = _ranked_at(gold, {f"D{i:02d}": 3 for i in range(11)} | {"D11": 1})  # one device gains a lot
+    one = next(m for m in compare_runs([before], [lucky], gold)[0].metrics if m.metric == "rr")
+    assert (one.gain, one.lose) == (1, 0) and one.p_value == 1.0  # a single device: no evidence
+    assert "D11" in format_comparison(*compare_runs([before], [lucky], gold))
+
+
+def test_each_side_is_averaged_over_its_runs_before_devices_are_paired():
+    gold = _gold_devices(3)
+    at_1, at_2 = _ranked_at(gold, {}), _ranked_at(gold, {d: 2 for d in gold["fda_id"]})
+    comparison, paired = compare_runs([at_1, at_2], [at_1], gold)
+    assert paired["rr_a"].to_list() == [0.75, 0.75, 0.75] and paired["rr_b"].to_list() == [1.0, 1.0, 1.0]
+    assert comparison.runs_a == 2 and comparison.micro_recall_10_a == comparison.micro_recall_10_b == 1.0
+    unchanged = compare_runs([at_1], [at_1], gold)[0]
+    assert all(m.gain == m.lose == 0 and m.p_value == 1.0 for m in unchanged.metrics)
+    with pytest.raises(RankingsError, match="at least one run"):
+        compare_runs([], [at_1], gold)
