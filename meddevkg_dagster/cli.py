@@ -198,6 +198,33 @@ def _benchmark(args: argparse.Namespace) -> int:
     return 0 if result.report else 1
 
 
+def _compare_runs(args: argparse.Namespace) -> int:
+    from meddevkg_core.corpus import read_corpus
+    from meddevkg_core.run_comparison import RankingsError, compare_runs, format_comparison
+
+    corpus = read_corpus(args.corpus)
+    if not corpus.has_gold:
+        raise SystemExit(f"{args.corpus} has no gold_links: a comparison needs gold to evaluate against")
+
+    def rankings(out: str) -> pl.DataFrame:
+        path = Path(out) / "rankings.parquet"
+        if not path.is_file():
+            raise SystemExit(f"{path} not found: pass directories written by `meddevkg benchmark`")
+        return pl.read_parquet(path)
+
+    try:
+        comparison, paired = compare_runs([rankings(d) for d in args.a], [rankings(d) for d in args.b],
+                                          corpus.gold_links)
+    except RankingsError as err:
+        raise SystemExit(f"cannot compare: {err}") from err
+    print(format_comparison(comparison, paired))
+    print(comparison.model_dump_json())
+    if args.out:
+        paired.write_parquet(args.out)
+        print(f"wrote {args.out}: one row per gold device")
+    return 0
+
+
 def _pairs_cv(args: argparse.Namespace) -> int:
     import json
 
@@ -486,6 +513,13 @@ def main(argv: list[str] | None = None) -> int:
     _add_fda_pma_option(bench, "the dossier_lexical score; without it that score is missing")
     _add_model_options(bench)
     bench.set_defaults(func=_benchmark)
+    cmp = sub.add_parser("compare-runs", help="two sets of benchmark runs compared gold device by gold device, "
+                         "with a Wilcoxon signed-rank test")
+    cmp.add_argument("--corpus", required=True, help="the corpus the runs were benchmarked on (its gold_links)")
+    cmp.add_argument("--a", nargs="+", required=True, help="benchmark output directories of side a (one per seed)")
+    cmp.add_argument("--b", nargs="+", required=True, help="benchmark output directories of side b")
+    cmp.add_argument("--out", help="also write the per-device frame to this Parquet file")
+    cmp.set_defaults(func=_compare_runs)
     pcv = sub.add_parser("pairs-cv",
                          help="device-grouped cross-validation of pair classifiers on a labelled pair file")
     pcv.add_argument("--pairs", required=True, help="file with fda_id, pat_id, device_text, patent_text, label")

@@ -29,3 +29,27 @@ def test_benchmark_refuses_a_corpus_without_gold(tmp_path):
         assert "no gold_links" in str(exc)
     else:
         raise AssertionError("expected a clear refusal")
+
+
+def test_compare_runs_reads_benchmark_directories_and_names_a_missing_ranking(tmp_path, capsys):
+    import polars as pl
+
+    (tmp_path / "devices.csv").write_text("fda_id,text\nP1,stent\nP2,valve\n")
+    (tmp_path / "patents.csv").write_text("pat_id,text\n1,stent\n2,valve\n")
+    (tmp_path / "gold_links.csv").write_text("fda_id,pat_id\nP1,1\nP2,2\n")
+    for name, order in (("a", ["2", "1"]), ("b", ["1", "2"])):
+        (tmp_path / name).mkdir()
+        pl.DataFrame({"fda_id": ["P1", "P1", "P2", "P2"], "pat_id": order + ["2", "1"],
+                      "rank": [1, 2, 1, 2]}).write_parquet(tmp_path / name / "rankings.parquet")
+    out = tmp_path / "paired.parquet"
+    assert main(["compare-runs", "--corpus", str(tmp_path), "--a", str(tmp_path / "a"), "--b", str(tmp_path / "b"),
+                 "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "micro R@10: a 1.000, b 1.000" in printed and "P1  " in printed  # P1's gold moved from 2 to 1
+    assert pl.read_parquet(out).filter(pl.col("fda_id") == "P1")["rr_diff"].to_list() == [0.5]
+    try:
+        main(["compare-runs", "--corpus", str(tmp_path), "--a", str(tmp_path), "--b", str(tmp_path / "b")])
+    except SystemExit as exc:
+        assert "rankings.parquet not found" in str(exc)
+    else:
+        raise AssertionError("expected a clear refusal")
