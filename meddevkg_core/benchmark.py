@@ -199,8 +199,12 @@ def baseline_scorers(corpus: Corpus, prepared: PreparedCorpus, device_ids: list[
 
 
 def run_benchmark(corpus: Corpus, models: Models, config: PipelineConfig, out: str | Path,
-                  progress: Callable[[str], None] = print) -> BenchmarkResult:
-    """Run, evaluate and write every output of the benchmark contract into `out`."""
+                  progress: Callable[[str], None] = print, ablations: bool = True) -> BenchmarkResult:
+    """Run, evaluate and write every output of the benchmark contract into `out`.
+
+    `ablations=False` leaves out the ablation reruns (most of the run time on the real benchmark):
+    the report's `ablations` is then empty, every other output the same. For measuring a variant
+    over several seeds, where only the main run's figures are compared (run_comparison)."""
     out = Path(out)
     (out / "plots").mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
@@ -218,13 +222,13 @@ def run_benchmark(corpus: Corpus, models: Models, config: PipelineConfig, out: s
         scorer_runs[name] = timer(f"baseline_{name}", run_scorer, scorer, device_ids, patent_ids, gold)
 
     quiet = Timer(lambda _: None)
-    ablations = {}
-    for name, cfg in ablation_configs(config).items():
+    ablation_figures = {}
+    for name, cfg in ablation_configs(config).items() if ablations else ():
         # link figures only: the text adapter orders a device's pairs and decides nothing, so it is not trained
         run = main if name == "full" else timer(f"ablation_{name}", link, prepared, models,
                                                 _without_adapter(cfg), quiet)
         ev = evaluate_links(run.candidates, run.links, gold, n_dev, n_pat)
-        ablations[name] = {**_link_figures(ev), **hard_negative_fpr(run.links, gold)}
+        ablation_figures[name] = {**_link_figures(ev), **hard_negative_fpr(run.links, gold)}
     fixed = {}
     for theta in FIXED_THRESHOLDS:
         cfg = config.candidates.model_copy(update={"admission_threshold": theta, "same_company_min_score": None})
@@ -254,7 +258,7 @@ def run_benchmark(corpus: Corpus, models: Models, config: PipelineConfig, out: s
                      "fpr_at_recall_90": hard_negative_fpr_at_recall(main.links, gold, 0.90),
                      "labeled_pairs": labeled_negative_fpr(main.links, corpus.labeled_pairs),
                      "threshold_full_model": main.models.full.threshold},
-        "ablations": ablations,
+        "ablations": ablation_figures,
         "fixed_thresholds": fixed,
         "categories": category_recall(corpus.devices, main, gold).to_dicts(),
         "category_rules": [list(r) for r in CATEGORY_RULES],

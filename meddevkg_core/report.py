@@ -86,7 +86,8 @@ def render_markdown(report: dict) -> str:
         f"{_fmt(link.get('fpr_at_recall_90'), True)} (the ablation target_recall_0.90 is the nested operating point).",
         f"Paper: {PAPER['stage2']}; {PAPER['stage3']}; {PAPER['fpr']}.",
         "## Ablations (Stage 2 + 3 rerun on the same features)",
-        _table(["variant", "pool share", "pool recall", "link share", "link recall", "FPR hard neg."], abl_rows),
+        _table(["variant", "pool share", "pool recall", "link share", "link recall", "FPR hard neg."], abl_rows)
+        if abl_rows else "Not run (`--no-ablations`).",
         "## Fixed Stage-2 thresholds vs the learned Stage 3",
         _table(["rule", "share of pairs", "recall on gold"], fixed_rows),
         "## Per-category recall",

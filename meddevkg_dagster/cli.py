@@ -192,7 +192,7 @@ def _benchmark(args: argparse.Namespace) -> int:
     config = PipelineConfig.model_validate_json(Path(args.config).read_text()) if args.config else PipelineConfig()
     models = load_models(Path(args.corpus), args.cross_encoder, args.device,
                          Path(args.embedding_cache) if args.embedding_cache else _home() / "embedding_cache")
-    result = run_benchmark(corpus, models, config, args.out)
+    result = run_benchmark(corpus, models, config, args.out, ablations=not args.no_ablations)
     print((Path(args.out) / "report.md").read_text())
     print(f"wrote {args.out}: candidates.parquet, links.parquet, rankings.parquet, report.json, report.md, plots/")
     return 0 if result.report else 1
@@ -510,6 +510,9 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--corpus", required=True, help="corpus directory with gold_links")
     bench.add_argument("--out", required=True, help="output directory")
     bench.add_argument("--config", help="JSON file with a PipelineConfig (default: the documented defaults)")
+    bench.add_argument("--no-ablations", action="store_true",
+                       help="leave out the ablation reruns (about two thirds of the run time): enough for "
+                       "compare-runs, which reads the main run's rankings only")
     _add_fda_pma_option(bench, "the dossier_lexical score; without it that score is missing")
     _add_model_options(bench)
     bench.set_defaults(func=_benchmark)

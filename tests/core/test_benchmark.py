@@ -82,13 +82,19 @@ def test_a_devices_own_gold_does_not_move_its_reported_figures(models, demo_run,
     others = corpus.patents.join(own, on="pat_id", how="anti")["pat_id"].sort().head(own.height)
     relabeled = pl.concat([corpus.gold_links.filter(pl.col("fda_id") != target),
                            pl.DataFrame({"fda_id": [target] * own.height, "pat_id": others})])
-    run_benchmark(replace(corpus, gold_links=relabeled), models, CONFIG, tmp_path, progress=lambda _: None)
+    # without the ablations: they decide nothing the outputs compared here hold
+    run_benchmark(replace(corpus, gold_links=relabeled), models, CONFIG, tmp_path, progress=lambda _: None,
+                  ablations=False)
     outputs = (("links.parquet", ["probability", "rank", "text_sim"]), ("rankings.parquet", ["score", "rank"]))
     for name, values in outputs:
         before = pl.read_parquet(out / name).filter(pl.col("fda_id") == target).sort("pat_id")
         after = pl.read_parquet(tmp_path / name).filter(pl.col("fda_id") == target).sort("pat_id")
         assert before.select("pat_id", *values).equals(after.select("pat_id", *values)), name
     assert before["rank"].sort().to_list() == list(range(1, before.height + 1))
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["ablations"] == {} and report["ranking"]["pipeline"]["R@10"] is not None
+    assert "## Ablations (Stage 2 + 3 rerun on the same features)\n\nNot run (`--no-ablations`)." in (
+        tmp_path / "report.md").read_text()
 
 
 def test_the_text_adapter_orders_each_devices_top_pairs(demo_run):

@@ -31,6 +31,28 @@ def test_benchmark_refuses_a_corpus_without_gold(tmp_path):
         raise AssertionError("expected a clear refusal")
 
 
+def test_benchmark_no_ablations_reaches_the_run(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    import meddevkg_core.benchmark
+    import meddevkg_dagster.cli as cli
+
+    (tmp_path / "devices.csv").write_text("fda_id,text\nP1,stent\n")
+    (tmp_path / "patents.csv").write_text("pat_id,text\n1,stent\n")
+    (tmp_path / "gold_links.csv").write_text("fda_id,pat_id\nP1,1\n")
+    seen = []
+    monkeypatch.setattr(cli, "load_models", lambda *args: None)
+    monkeypatch.setattr(meddevkg_core.benchmark, "run_benchmark",
+                        lambda corpus, models, config, out, ablations=True: seen.append(ablations) or SimpleNamespace(
+                            report={"ranking": {}}))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "report.md").write_text("# report")
+    for extra in ([], ["--no-ablations"]):
+        cli.main(["benchmark", "--corpus", str(tmp_path), "--out", str(out), *extra])
+    assert seen == [True, False]
+
+
 def test_compare_runs_reads_benchmark_directories_and_names_a_missing_ranking(tmp_path, capsys):
     import polars as pl
 
