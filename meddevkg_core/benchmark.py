@@ -223,7 +223,7 @@ def run_benchmark(corpus: Corpus, models: Models, config: PipelineConfig, out: s
 
     quiet = Timer(lambda _: None)
     ablation_figures = {}
-    for name, cfg in ablation_configs(config).items() if ablations else ():
+    for name, cfg in (ablation_configs(config) if ablations else {}).items():
         # link figures only: the text adapter orders a device's pairs and decides nothing, so it is not trained
         run = main if name == "full" else timer(f"ablation_{name}", link, prepared, models,
                                                 _without_adapter(cfg), quiet)

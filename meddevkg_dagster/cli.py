@@ -511,7 +511,7 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--out", required=True, help="output directory")
     bench.add_argument("--config", help="JSON file with a PipelineConfig (default: the documented defaults)")
     bench.add_argument("--no-ablations", action="store_true",
-                       help="leave out the ablation reruns (about two thirds of the run time): enough for "
+                       help="leave out the ablation reruns (about three quarters of the run time): enough for "
                        "compare-runs, which reads the main run's rankings only")
     _add_fda_pma_option(bench, "the dossier_lexical score; without it that score is missing")
     _add_model_options(bench)
