@@ -172,6 +172,12 @@ class RerankConfig(BaseModel, frozen=True):
     )
     max_negative_share_per_device: float = 0.25
     folds: int = 5
+    fold_seed: int | None = Field(
+        default=None,
+        description="None: scikit-learn's GroupKFold without shuffling (devices dealt to folds by size and id), "
+        "the same folds for every `seed`. An int shuffles the devices with that seed first, so that runs over "
+        "several fold seeds show how much the figures owe to one split of the devices (README, benchmark).",
+    )
     decision_threshold: float | None = Field(
         default=None,
         description="Probability cut-off; None = chosen on out-of-fold validation devices.",

@@ -247,6 +247,13 @@ def _bagged_proba(labeled: pl.DataFrame, cfg: RerankConfig, test: pl.DataFrame,
     return out / cfg.bagging
 
 
+def device_folds(n_splits: int, fold_seed: int | None) -> GroupKFold:
+    """Device-grouped folds; `fold_seed` (RerankConfig) shuffles which devices share a fold."""
+    if fold_seed is None:
+        return GroupKFold(n_splits=n_splits)
+    return GroupKFold(n_splits=n_splits, shuffle=True, random_state=fold_seed)
+
+
 def oof_probabilities(labeled: pl.DataFrame, cfg: RerankConfig, folds: int,
                       vectors: Vectors | None = None) -> np.ndarray:
     """Out-of-fold probabilities for labelled pool pairs, folds grouped by device."""
@@ -255,7 +262,7 @@ def oof_probabilities(labeled: pl.DataFrame, cfg: RerankConfig, folds: int,
     n_splits = min(folds, len(np.unique(groups)))
     if n_splits < 2:
         return prob
-    for train_idx, test_idx in GroupKFold(n_splits=n_splits).split(np.zeros(len(groups)), groups=groups):
+    for train_idx, test_idx in device_folds(n_splits, cfg.fold_seed).split(np.zeros(len(groups)), groups=groups):
         scores = _bagged_proba(labeled[train_idx], cfg, labeled[test_idx], vectors)
         if scores is not None:
             prob[test_idx] = scores
@@ -368,7 +375,7 @@ def fit_fold_models(features: pl.DataFrame, gold: pl.DataFrame, cfg: RerankConfi
                                                 cfg.text_adapter.hard_negatives), vectors, cfg.text_adapter)
 
     folds, fold_adapters = [], []
-    for train_idx, test_idx in GroupKFold(n_splits=min(cfg.folds, len(groups))).split(groups, groups=groups):
+    for train_idx, test_idx in device_folds(min(cfg.folds, len(groups)), cfg.fold_seed).split(groups, groups=groups):
         model = train_reranker(labeled.filter(pl.col("fda_id").is_in(groups[train_idx])), cfg, inner_folds=inner,
                                vectors=vectors)
         folds.append((tuple(sorted(groups[test_idx].tolist())), model))

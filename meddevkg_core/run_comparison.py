@@ -1,12 +1,12 @@
 """Two sets of benchmark runs compared device by device, with a paired test over the gold devices.
 
 A change measured over several seeds can gain on every seed and still come from a few devices:
-the seeds redraw the negative samples and the trees, not the folds (GroupKFold assigns devices to
-folds without a seed) and not the devices. Here the unit is the gold device (54 on the
-benchmark): each side's runs are averaged per device, and the Wilcoxon signed-rank test asks
-whether the per-device differences lean one way, as IR evaluation compares two systems query by
-query (ranx's `compare`, for one). On 2026-11-25 a change that raised MRR and lowered FPR on all
-five seeds had p 0.23 over the devices' reciprocal ranks (README, "Tried later and not kept").
+the seeds redraw the negative samples and the trees, not the folds (GroupKFold assigns devices
+to folds without a seed unless `rerank.fold_seed` is set) and not the devices. Here the unit is
+the gold device (54 on the benchmark): each side's runs are averaged per device, and the Wilcoxon
+signed-rank test asks whether the per-device differences lean one way, as IR evaluation compares
+two systems query by query (ranx's `compare`, for one). On 2026-11-25 a change that raised MRR and
+lowered FPR on all five seeds had p 0.23 over the devices' reciprocal ranks (README, "Tried later and not kept").
 """
 
 from __future__ import annotations

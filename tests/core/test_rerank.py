@@ -120,6 +120,34 @@ def test_a_devices_own_gold_never_changes_its_out_of_fold_scores():
         after.filter(~own & (pl.col("fda_id") != "PX"))["probability"].to_list()
 
 
+def test_a_fold_seed_reshuffles_the_devices_between_folds_and_still_holds_each_out_once():
+    pool, gold = synthetic_pool()
+    features = feature_frame(pool, None)
+
+    def split(fold_seed: int | None) -> set[tuple[str, ...]]:
+        cfg = CFG.model_copy(update={"fold_seed": fold_seed, "n_estimators": 2, "bagging": 1})
+        models = fit_fold_models(features, gold, cfg)
+        assert sorted(d for devices, _ in models.folds for d in devices) == sorted(gold["fda_id"].unique())
+        return {devices for devices, _ in models.folds}
+
+    unshuffled, shuffled = split(None), split(3)
+    assert shuffled == split(3)
+    assert shuffled != unshuffled and split(4) != shuffled
+
+
+def test_with_a_fold_seed_a_devices_own_gold_still_never_changes_its_scores():
+    pool, gold = synthetic_pool()
+    features = feature_frame(pool, None)
+    cfg = CFG.model_copy(update={"fold_seed": 3})
+    target = "P05"
+    changed = pl.concat([gold.filter(pl.col("fda_id") != target),
+                         pl.DataFrame({"fda_id": [target] * 4, "pat_id": ["510", "511", "512", "513"]})])
+    before = apply_fold_models(features, fit_fold_models(features, gold, cfg)).filter(pl.col("fda_id") == target)
+    after = apply_fold_models(features, fit_fold_models(features, changed, cfg)).filter(pl.col("fda_id") == target)
+    assert before["probability"].to_list() == after["probability"].to_list()
+    assert before["threshold"].to_list() == after["threshold"].to_list()
+
+
 def test_fold_models_round_trip_through_a_table():
     pool, gold = synthetic_pool()
     features = feature_frame(pool, None)
