@@ -109,6 +109,14 @@ def hard_negative_fpr(links: pl.DataFrame, gold: pl.DataFrame) -> dict[str, floa
             "fpr": kept / negatives.height if negatives.height else None}
 
 
+def _protocol(config: PipelineConfig, gold_devices: int) -> str:
+    """How the figures were made, with the split: runs over several fold seeds differ by it."""
+    seed = config.rerank.fold_seed
+    split = "devices not shuffled" if seed is None else f"devices shuffled with fold seed {seed}"
+    return (f"{min(config.rerank.folds, gold_devices)} device-grouped folds over gold devices ({split}); every "
+            "gold-device figure is out-of-fold; cut-offs chosen on training devices' own out-of-fold scores (nested)")
+
+
 def hard_negative_fpr_at_recall(links: pl.DataFrame, gold: pl.DataFrame, recall: float) -> float | None:
     """FPR on the hard negatives at the first cut-off whose recall over all gold pairs reaches `recall`.
 
@@ -251,8 +259,7 @@ def run_benchmark(corpus: Corpus, models: Models, config: PipelineConfig, out: s
                    "gold_pairs": gold.height, "gold_devices": gold["fda_id"].n_unique(),
                    "rejected_rows": prepared.rejected.height, **_supplement_counts(corpus),
                    "text_repairs": repair_counts(corpus.text_repairs)},
-        "protocol": ("device-grouped folds over gold devices; every gold-device figure is out-of-fold; "
-                     "cut-offs chosen on training devices' own out-of-fold scores (nested)"),
+        "protocol": _protocol(config, gold["fda_id"].n_unique()),
         "ranking": {name: {**r.metrics, **pairs_for_recall(r.curve)} for name, r in scorer_runs.items()},
         "link_set": {**_link_figures(evaluation), **hard_negative_fpr(main.links, gold),
                      "fpr_at_recall_90": hard_negative_fpr_at_recall(main.links, gold, 0.90),

@@ -6,7 +6,7 @@ from dataclasses import replace
 import polars as pl
 import pytest
 
-from meddevkg_core.benchmark import device_category, hard_negative_fpr_at_recall, run_benchmark
+from meddevkg_core.benchmark import _protocol, device_category, hard_negative_fpr_at_recall, run_benchmark
 from meddevkg_core.companies import CompanyResolver
 from meddevkg_core.config import PipelineConfig, RerankConfig, TextAdapterConfig
 from meddevkg_core.corpus import read_corpus
@@ -50,6 +50,7 @@ def test_writes_every_file_of_the_contract(demo_run):
         assert key in report
     assert {"pipeline", "tfidf", "bm25", "sbert_cosine", "company_only"} <= set(report["ranking"])
     assert {"without_company", "without_vector", "without_entity", "without_rescue"} <= set(report["ablations"])
+    assert report["protocol"].startswith("5 device-grouped folds over gold devices (devices not shuffled)")
     assert "## Ablations" in (out / "report.md").read_text()
     assert (out / "plots" / "recall_volume.png").read_bytes()[:4] == b"\x89PNG"
 
@@ -150,3 +151,10 @@ def test_the_report_says_whether_fda_supplements_made_dossiers():
     read = replace(corpus, supplements=pl.DataFrame({"fda_id": ["P1", "P1", "P2"]}))
     assert _supplement_counts(read) == {"supplements": 3, "devices_with_supplements": 2}
     assert _dossiers(_supplement_counts(read)) == "Dossiers: 3 FDA supplements of 2 devices (--fda-pma)."
+
+
+def test_the_protocol_names_the_split_of_the_devices():
+    shuffled = PipelineConfig(rerank=RerankConfig(fold_seed=3))
+    assert _protocol(shuffled, 54).startswith("5 device-grouped folds over gold devices (devices shuffled with fold "
+                                              "seed 3);")
+    assert _protocol(PipelineConfig(), 3).startswith("3 device-grouped folds over gold devices (devices not shuffled)")
