@@ -249,9 +249,7 @@ def _bagged_proba(labeled: pl.DataFrame, cfg: RerankConfig, test: pl.DataFrame,
 
 def device_folds(n_splits: int, fold_seed: int | None) -> GroupKFold:
     """Device-grouped folds; `fold_seed` (RerankConfig) shuffles which devices share a fold."""
-    if fold_seed is None:
-        return GroupKFold(n_splits=n_splits)
-    return GroupKFold(n_splits=n_splits, shuffle=True, random_state=fold_seed)
+    return GroupKFold(n_splits=n_splits, shuffle=fold_seed is not None, random_state=fold_seed)
 
 
 def oof_probabilities(labeled: pl.DataFrame, cfg: RerankConfig, folds: int,
