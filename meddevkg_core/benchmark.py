@@ -270,6 +270,7 @@ def run_benchmark(corpus: Corpus, models: Models, config: PipelineConfig, out: s
         "categories": category_recall(corpus.devices, main, gold).to_dicts(),
         "category_rules": [list(r) for r in CATEGORY_RULES],
         "config": json.loads(config.model_dump_json()),
+        "embedding_model": models.encoder.model_id,
         "notes": notes(models),
         "versions": _versions(),
         "timings_s": {**timer.seconds, "total": round(time.perf_counter() - started, 1)},

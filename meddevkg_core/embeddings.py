@@ -141,6 +141,36 @@ class SentenceTransformerEncoder:
                                                                     show_progress_bar=False))
 
 
+@dataclass(frozen=True)
+class ConcatenatedEncoder:
+    """Several encoders as one: their unit rows side by side, scaled so the row is unit again.
+
+    The cosine of two such rows is the mean of the encoders' cosines, so every consumer of the
+    vectors (Stage 2's bins, the reranker's similarities) sees an ensemble without knowing it.
+    """
+
+    encoders: tuple[Encoder, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.encoders) < 2:
+            raise ValueError("a concatenated encoder needs at least two encoders")
+
+    @property
+    def model_id(self) -> str:
+        return "+".join(e.model_id for e in self.encoders)
+
+    @property
+    def dimension(self) -> int:
+        return sum(e.dimension for e in self.encoders)
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        return l2_normalise(np.hstack([l2_normalise(e.encode(texts)) for e in self.encoders]))
+
+
+MODEL_SEPARATOR = ","
+"""Separates the models of an embedding-model setting ("all-MiniLM-L6-v2,all-mpnet-base-v2")."""
+
+
 INT8_SUFFIX = "+int8-dynamic"
 """Appended to the model id of a quantised encoder: its vectors differ slightly from fp32 ones, so
 they are cached under their own key and never mixed with the fp32 vectors of the same text."""
@@ -239,6 +269,33 @@ def load_sentence_encoder(
         model = quantize_dynamic_int8(model.eval())
         key = key if key.endswith(INT8_SUFFIX) else key + INT8_SUFFIX
     return SentenceTransformerEncoder(model=model, model_id=key, dimension=int(dimension), batch_size=batch_size)
+
+
+def load_embedding_model(setting: str | None, models_dir: Path | None, device: str = "auto", batch_size: int = 32,
+                         backend: str | None = None) -> Encoder:
+    """The encoder an embedding-model setting names: a packaged model's name or a local directory,
+    or several of them separated by commas (a ConcatenatedEncoder). None means the packaged MiniLM.
+
+    Split packaged models (all-mpnet-base-v2) are assembled under `models_dir` on first use.
+    """
+    from meddevkg_core.packaged_models import MINILM, PACKAGED_MODELS, model_directory
+
+    names = [n.strip() for n in (setting or MINILM).split(MODEL_SEPARATOR)]
+    if not all(names):
+        raise ValueError(f"empty model name in the embedding-model setting {setting!r}")
+
+    def one(name: str) -> Encoder:
+        if name == MINILM:
+            return load_sentence_encoder(None, device, batch_size, backend=backend)
+        if name in PACKAGED_MODELS:
+            if models_dir is None:
+                raise ValueError(f"{name} is assembled from its packages on first use: give a models directory")
+            return load_sentence_encoder(str(model_directory(name, models_dir)), device, batch_size,
+                                         model_id=name, backend=backend)
+        return load_sentence_encoder(name, device, batch_size, backend=backend)
+
+    encoders = tuple(one(n) for n in names)
+    return encoders[0] if len(encoders) == 1 else ConcatenatedEncoder(encoders)
 
 
 # --- cache ----------------------------------------------------------------------------------

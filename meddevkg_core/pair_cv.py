@@ -742,17 +742,24 @@ def headline(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def main_pairs_cv(pairs_path: str, out: str, cross_encoder: str | None, device: str, hashing: bool, *,
-                  folds: int = 5, seed: int = 42, repeats: int = 5, fda_pma: str | None = None) -> dict:
-    """Load the models, run the CV, write OUT/ and return the report (for the `meddevkg` CLI)."""
+                  folds: int = 5, seed: int = 42, repeats: int = 5, fda_pma: str | None = None,
+                  embedding_model: str | None = None, models_dir: Path | None = None) -> dict:
+    """Load the models, run the CV, write OUT/ and return the report (for the `meddevkg` CLI).
+
+    `embedding_model` is an embeddings.load_embedding_model setting (None: the packaged MiniLM);
+    split packaged models are assembled under `models_dir`."""
     from meddevkg_core.cross_encoder import load_cross_encoder
     from meddevkg_core.dossier import device_dossiers, read_supplements
-    from meddevkg_core.embeddings import HashingEncoder, load_sentence_encoder
+    from meddevkg_core.embeddings import HashingEncoder, load_embedding_model
     from meddevkg_core.entities import load_spacy_pipeline
     from meddevkg_core.ontology import load_meddevonto
 
     read = load_pairs(pairs_path)
     start = time.perf_counter()
-    encoder: Encoder = HashingEncoder() if hashing else load_sentence_encoder(device=device)
+    if hashing and embedding_model:
+        raise ValueError("choose either the hashing encoder or an embedding model, not both")
+    encoder: Encoder = HashingEncoder() if hashing else load_embedding_model(
+        embedding_model, models_dir, device=device)
     nlp = load_spacy_pipeline()
     ontology = load_meddevonto()
     ce_cfg = CrossEncoderConfig(model=cross_encoder)

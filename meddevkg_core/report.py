@@ -66,7 +66,7 @@ def render_markdown(report: dict) -> str:
         f"Corpus `{c['path']}`: {c['devices']} devices x {c['patents']} patents = {c['pairs']:,} pairs; "
         f"{c['gold_pairs']} gold pairs over {c['gold_devices']} devices; {c['rejected_rows']} rejected rows. "
         + _dossiers(c) + _repairs(c),
-        f"Protocol: {report['protocol']}.",
+        f"Protocol: {report['protocol']}. Embeddings: `{report.get('embedding_model', 'not recorded')}`.",
         "## Ranking over the whole corpus (gold devices, out-of-fold)",
         "R@K micro over gold pairs; MRR over gold devices; share@R90/95/99 = share of all pairs a global "
         "threshold must keep to reach that recall.",

