@@ -164,7 +164,7 @@ class ConcatenatedEncoder:
         return sum(e.dimension for e in self.encoders)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        return l2_normalise(np.hstack([l2_normalise(e.encode(texts)) for e in self.encoders]))
+        return l2_normalise(np.hstack([e.encode(texts) for e in self.encoders]))
 
 
 MODEL_SEPARATOR = ","

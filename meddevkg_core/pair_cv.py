@@ -747,19 +747,20 @@ def main_pairs_cv(pairs_path: str, out: str, cross_encoder: str | None, device: 
     """Load the models, run the CV, write OUT/ and return the report (for the `meddevkg` CLI).
 
     `embedding_model` is an embeddings.load_embedding_model setting (None: the packaged MiniLM);
-    split packaged models are assembled under `models_dir`."""
+    split packaged models are assembled under `models_dir` (default packaged_models.default_models_dir())."""
     from meddevkg_core.cross_encoder import load_cross_encoder
     from meddevkg_core.dossier import device_dossiers, read_supplements
     from meddevkg_core.embeddings import HashingEncoder, load_embedding_model
     from meddevkg_core.entities import load_spacy_pipeline
     from meddevkg_core.ontology import load_meddevonto
+    from meddevkg_core.packaged_models import default_models_dir
 
     read = load_pairs(pairs_path)
     start = time.perf_counter()
     if hashing and embedding_model:
         raise ValueError("choose either the hashing encoder or an embedding model, not both")
     encoder: Encoder = HashingEncoder() if hashing else load_embedding_model(
-        embedding_model, models_dir, device=device)
+        embedding_model, models_dir or default_models_dir(), device=device)
     nlp = load_spacy_pipeline()
     ontology = load_meddevonto()
     ce_cfg = CrossEncoderConfig(model=cross_encoder)

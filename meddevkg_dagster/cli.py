@@ -149,11 +149,12 @@ def load_models(corpus_dir: Path, cross_encoder: str | None, device: str, cache_
     from meddevkg_core.embeddings import EmbeddingCache, load_embedding_model
     from meddevkg_core.entities import load_spacy_pipeline
     from meddevkg_core.ontology import load_meddevonto
+    from meddevkg_core.packaged_models import default_models_dir
     from meddevkg_core.pipeline import Models
     from meddevkg_dagster.resources import former_owners_setting
 
     return Models(
-        encoder=load_embedding_model(embedding_model, _home() / "models", device=device), nlp=load_spacy_pipeline(),
+        encoder=load_embedding_model(embedding_model, default_models_dir(), device=device), nlp=load_spacy_pipeline(),
         ontology=load_meddevonto(),
         resolver=CompanyResolver.for_corpus(corpus_dir, former_owners=former_owners_setting()),
         cross_encoder=load_cross_encoder(CrossEncoderConfig(model=cross_encoder), device=device),
@@ -235,7 +236,7 @@ def _pairs_cv(args: argparse.Namespace) -> int:
 
     report = main_pairs_cv(args.pairs, args.out, args.cross_encoder, args.device, args.hashing,
                            folds=args.folds, seed=args.seed, fda_pma=args.fda_pma,
-                           embedding_model=args.embedding_model, models_dir=_home() / "models")
+                           embedding_model=args.embedding_model)
     print(json.dumps(report, indent=2, default=str))
     print(f"wrote {args.out}: pair_scores.parquet, report.json")
     print(json.dumps(headline(report)))

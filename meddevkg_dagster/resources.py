@@ -22,6 +22,7 @@ from meddevkg_core.cross_encoder import PairScorer, load_cross_encoder
 from meddevkg_core.demo import demo_corpus_dir
 from meddevkg_core.dossier import read_supplements
 from meddevkg_core.embeddings import EmbeddingCache, Encoder, HashingEncoder, load_embedding_model
+from meddevkg_core.packaged_models import default_models_dir
 from meddevkg_dagster.io_manager import MeddevkgDuckDBIOManager
 
 GPU_TAG = {"meddevkg/gpu": "true"}
@@ -131,7 +132,7 @@ HASHING = "hashing"
 def _encoder(model_path: str | None, device: str, batch_size: int, backend: str = "torch-fp32") -> Encoder:
     if model_path == HASHING:
         return HashingEncoder()
-    return load_embedding_model(model_path, home_dir() / "models", device=device, batch_size=batch_size,
+    return load_embedding_model(model_path, default_models_dir(), device=device, batch_size=batch_size,
                                 backend=backend)
 
 
