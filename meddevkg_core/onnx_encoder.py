@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from meddevkg_core.home import home_dir
+
 log = logging.getLogger(__name__)
 
 RECIPE_VERSION = 3
@@ -98,7 +100,7 @@ def default_onnx_cache_dir() -> Path:
     """$MEDDEVKG_ONNX_CACHE, else `onnx_models` under $MEDDEVKG_HOME (default ./.meddevkg)."""
     if os.environ.get("MEDDEVKG_ONNX_CACHE"):
         return Path(os.environ["MEDDEVKG_ONNX_CACHE"])
-    return Path(os.environ.get("MEDDEVKG_HOME", Path.cwd() / ".meddevkg")) / "onnx_models"
+    return home_dir() / "onnx_models"
 
 
 def model_content_hash(model_dir: str | Path) -> str:

@@ -10,7 +10,6 @@ revision e8c3b32e), so a tampered or truncated part can never load.
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import tempfile
 import zipfile
@@ -18,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+
+from meddevkg_core.home import home_dir
 
 MINILM = "all-MiniLM-L6-v2"
 MPNET = "all-mpnet-base-v2"
@@ -50,7 +51,7 @@ PACKAGED_MODELS = (MINILM, *SPLIT_ARCHIVES)
 
 def default_models_dir() -> Path:
     """Where split packaged models are assembled: $MEDDEVKG_HOME/models (default ./.meddevkg/models)."""
-    return Path(os.environ.get("MEDDEVKG_HOME", Path.cwd() / ".meddevkg")).resolve() / "models"
+    return home_dir() / "models"
 
 
 def file_sha256(path: Path) -> str:

@@ -17,14 +17,12 @@ from pathlib import Path
 
 import polars as pl
 
-
-def _home() -> Path:
-    return Path(os.environ.get("MEDDEVKG_HOME", Path.cwd() / ".meddevkg")).resolve()
+from meddevkg_core.home import home_dir
 
 
 def _prepare_instance_home() -> Path:
     """DAGSTER_HOME for CLI runs, seeded with the project's dagster.yaml so the UI sees the runs."""
-    dagster_home = Path(os.environ.get("DAGSTER_HOME", _home() / "dagster_home")).resolve()
+    dagster_home = Path(os.environ.get("DAGSTER_HOME", home_dir() / "dagster_home")).resolve()
     dagster_home.mkdir(parents=True, exist_ok=True)
     project_yaml = Path(__file__).resolve().parents[1] / "dagster.yaml"
     if project_yaml.is_file() and not (dagster_home / "dagster.yaml").exists():
@@ -170,7 +168,7 @@ def _run(args: argparse.Namespace) -> int:
     print(f"corpus {args.corpus}: {corpus.devices.height} devices, {corpus.patents.height} patents, "
           f"{corpus.gold_links.height} gold pairs, {corpus.rejected.height} rejected rows")
     models = load_models(Path(args.corpus), args.cross_encoder, args.device,
-                         Path(args.embedding_cache) if args.embedding_cache else _home() / "embedding_cache",
+                         Path(args.embedding_cache) if args.embedding_cache else home_dir() / "embedding_cache",
                          args.embedding_model)
     result = run_pipeline(corpus, models)
     out = write_result(result, args.out)
@@ -194,7 +192,7 @@ def _benchmark(args: argparse.Namespace) -> int:
         raise SystemExit(f"{args.corpus} has no gold_links: the benchmark needs gold to evaluate against")
     config = PipelineConfig.model_validate_json(Path(args.config).read_text()) if args.config else PipelineConfig()
     models = load_models(Path(args.corpus), args.cross_encoder, args.device,
-                         Path(args.embedding_cache) if args.embedding_cache else _home() / "embedding_cache",
+                         Path(args.embedding_cache) if args.embedding_cache else home_dir() / "embedding_cache",
                          args.embedding_model)
     result = run_benchmark(corpus, models, config, args.out, ablations=not args.no_ablations)
     print((Path(args.out) / "report.md").read_text())
@@ -353,7 +351,7 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
 
 
 def _default_db() -> Path:
-    return Path(os.environ.get("MEDDEVKG_DUCKDB", _home() / "warehouse.duckdb"))
+    return Path(os.environ.get("MEDDEVKG_DUCKDB", home_dir() / "warehouse.duckdb"))
 
 
 def _app_tables(args: argparse.Namespace):

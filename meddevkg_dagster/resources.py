@@ -22,6 +22,7 @@ from meddevkg_core.cross_encoder import PairScorer, load_cross_encoder
 from meddevkg_core.demo import demo_corpus_dir
 from meddevkg_core.dossier import read_supplements
 from meddevkg_core.embeddings import EmbeddingCache, Encoder, HashingEncoder, load_embedding_model
+from meddevkg_core.home import home_dir
 from meddevkg_core.packaged_models import default_models_dir
 from meddevkg_dagster.io_manager import MeddevkgDuckDBIOManager
 
@@ -31,10 +32,6 @@ DUCKDB_POOL = "duckdb"
 """Every asset writes through the DuckDB IO manager; DuckDB allows one writer, so one pool slot."""
 WAREHOUSE_SCHEMA = "meddevkg"
 """The DuckDB schema the IO manager stores asset tables in (and the checks query)."""
-
-
-def home_dir() -> Path:
-    return Path(os.environ.get("MEDDEVKG_HOME", Path.cwd() / ".meddevkg")).resolve()
 
 
 def env_or(name: str, default: str) -> str | dg.EnvVar:
