@@ -1,0 +1,99 @@
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+
+from meddevkg_core.company_contest import (
+    contest_order,
+    contest_ranks,
+    contest_setup,
+    contested_logits,
+    logit,
+    product_lines,
+)
+from meddevkg_core.config import CompanyContestConfig
+
+
+class ColumnModel:
+    """Predicts a column of the rows it is given: a stand-in for a fold model."""
+
+    def __init__(self, column: str):
+        self.column = column
+
+    def predict(self, frame: pl.DataFrame, vectors=None) -> np.ndarray:
+        return frame[self.column].to_numpy().astype(np.float32)
+
+
+RIVALS = pl.DataFrame({"fda_id": ["A", "A", "B", "C", "B"], "pat_id": ["p1", "p2", "p1", "p1", "p2"],
+                       "q": [0.8, 0.6, 0.9, 0.7, 0.2], "r": [0.1, 0.1, 0.4, 0.1, 0.3]})
+NO_LINES = product_lines({}, 5)
+
+
+def _lse(*x: float) -> float:
+    return math.log(sum(math.exp(v) for v in x))
+
+
+def _l(p: float) -> float:
+    return math.log(p / (1 - p))
+
+
+def test_product_lines_pair_devices_sharing_a_rare_head_word():
+    words = {"A": frozenset({"vela", "stent"}), "B": frozenset({"vela"}), "C": frozenset({"stent"}),
+             "D": frozenset({"stent"})}
+    lines = product_lines(words, 2)
+    assert sorted(lines.iter_rows()) == [("A", "B"), ("B", "A")]  # 'stent' is held by three devices
+    assert product_lines(words, 0).height == 0 and NO_LINES.height == 0
+
+
+def test_a_company_matched_pair_gains_its_log_share_among_the_companys_devices():
+    top = pl.DataFrame({"fda_id": ["A", "A", "A"], "pat_id": ["p1", "p2", "p3"], "probability": [0.8, 0.6, 0.5]})
+    lines = pl.DataFrame({"fda_id": ["A"], "line_mate": ["C"]})  # C is A's product line: not a rival
+    got = contested_logits(top, RIVALS, lambda _: ColumnModel("q"), None, lines, 0.5)
+    assert got[0] == pytest.approx(_l(0.8) + 0.5 * (_l(0.8) - _lse(_l(0.8), _l(0.9))))
+    assert got[1] == pytest.approx(_l(0.6) + 0.5 * (_l(0.6) - _lse(_l(0.6), _l(0.2))))
+    assert got[2] == pytest.approx(_l(0.5))  # p3 is not company-matched to A: its log-odds only
+    with_line = contested_logits(top, RIVALS, lambda _: ColumnModel("q"), None, NO_LINES, 0.5)
+    assert with_line[0] == pytest.approx(_l(0.8) + 0.5 * (_l(0.8) - _lse(_l(0.8), _l(0.9), _l(0.7))))
+    assert np.allclose(contested_logits(top, RIVALS, lambda _: ColumnModel("q"), None, NO_LINES, 0.0),
+                       logit(np.array([0.8, 0.6, 0.5])))
+
+
+def test_rivals_are_scored_by_the_ranked_devices_own_model():
+    top = pl.DataFrame({"fda_id": ["A", "B"], "pat_id": ["p1", "p1"], "probability": [0.8, 0.4]})
+    models = {"A": ColumnModel("q"), "B": ColumnModel("r")}
+    got = contested_logits(top, RIVALS, models.__getitem__, None, NO_LINES, 1.0)
+    # A's rivals by A's model (q), B's by B's (r); each device's own pair keeps the probability it was ranked by
+    assert got[0] == pytest.approx(2 * _l(0.8) - _lse(_l(0.8), _l(0.9), _l(0.7)), abs=1e-5)
+    assert got[1] == pytest.approx(2 * _l(0.4) - _lse(_l(0.1), _l(0.4), _l(0.1)), abs=1e-5)
+
+
+def _block() -> tuple[list[str], np.ndarray, np.ndarray, pl.DataFrame]:
+    """Two devices of one company over five patents; A's best patent is B's product's."""
+    devices, patents = ["A", "B"], np.array(["p1", "p2", "p3", "p4", "p5"], dtype=object)
+    probability = np.array([[0.9, 0.8, 0.7, 0.2, 0.1], [0.99, 0.1, 0.6, 0.3, 0.2]])
+    rivals = pl.DataFrame({"fda_id": ["A", "A", "B", "B", "A", "B"], "pat_id": ["p1", "p2", "p1", "p2", "p3", "p3"],
+                           "q": [0.9, 0.8, 0.99, 0.1, 0.7, 0.6]})
+    return devices, patents, probability, rivals
+
+
+def test_only_each_devices_top_pairs_move_and_links_and_blocks_agree():
+    devices, patents, probability, rivals = _block()
+    cfg = CompanyContestConfig(top_k=3, weight=1.0)
+    scored = pl.DataFrame({"fda_id": np.repeat(devices, 5).tolist(), "pat_id": np.tile(patents, 2).tolist(),
+                           "probability": probability.ravel()})
+    rank = contest_ranks(scored, rivals, lambda _: ColumnModel("q"), None, NO_LINES, cfg)
+    # A: p1 is B's far more than A's, so it drops below p2 and p3; B keeps p1 first. Below the top 3, no change.
+    assert rank.tolist() == [3, 1, 2, 4, 5, 1, 5, 2, 3, 4]
+    block = contest_order(devices, patents, probability, rivals, lambda _: ColumnModel("q"), None, NO_LINES, cfg)
+    from_block = np.argsort(np.argsort(-block, axis=1, kind="stable"), axis=1) + 1
+    assert from_block.ravel().tolist() == rank.tolist()
+    assert ((block > 1).sum(axis=1) == 3).all()  # the top 3 above every probability
+    off = contest_ranks(scored, rivals, lambda _: ColumnModel("q"), None, NO_LINES,
+                        cfg.model_copy(update={"weight": 0}))
+    assert off.tolist() == [1, 2, 3, 4, 5, 1, 5, 2, 3, 4]  # the probability order
+
+
+def test_the_contest_needs_feature_rows():
+    with pytest.raises(ValueError, match="is_same_company"):
+        contest_setup(None, pl.DataFrame({"fda_id": ["A"], "pat_id": ["p1"]}), CompanyContestConfig())
