@@ -39,7 +39,7 @@ def _with(df: pl.DataFrame, other: pl.DataFrame | None, on: str, cols: tuple[str
 
 
 def _strongest_first(links: pl.DataFrame) -> pl.DataFrame:
-    """Each device's links in their final order (`rank`, text_adapter), else by probability (a links
+    """Each device's links in their final order (`rank`: company_contest, text_adapter), else by probability (a links
     table written before links had a rank)."""
     if "rank" in links.columns:
         return links.sort(["fda_id", "rank", "pat_id"])

@@ -225,7 +225,7 @@ def run_benchmark(corpus: Corpus, models: Models, config: PipelineConfig, out: s
     evaluation = evaluate_links(main.candidates, main.links, gold, n_dev, n_pat)
 
     scorer_runs: dict[str, ScorerRun] = timer("rank_all_pairs", pipeline_runs, main.inputs, main.models,
-                                              main.cross_encoder_scores, config, gold)
+                                              main.cross_encoder_scores, config, gold, main.candidates)
     for name, scorer in timer("baselines_fit", baseline_scorers, corpus, prepared, device_ids, patent_ids).items():
         scorer_runs[name] = timer(f"baseline_{name}", run_scorer, scorer, device_ids, patent_ids, gold)
 

@@ -3,8 +3,9 @@
 Pool pairs get exactly the probability their link row has; pairs outside the pool get the same
 model applied to their Stage-2 components (no cross-encoder score: a missing feature), so every
 device has a ranking over the whole corpus. Gold devices are scored by the fold model that never
-saw them. `fuse` orders each device's top pairs as the links' `rank` does (text_adapter): its
-scores are a per-device order, not probabilities comparable across devices.
+saw them. `fuse` orders each device's top pairs as the links' `rank` does (text_adapter, or
+company_contest over the pool's company-matched rows): its scores are a per-device order, not
+probabilities comparable across devices.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ import polars as pl
 
 from meddevkg_core.baselines import ScorerRun, run_scorer_reordered
 from meddevkg_core.candidates import Stage2Inputs, admission, block_frame, score_blocks
+from meddevkg_core.company_contest import contest_order, contest_setup
 from meddevkg_core.config import PipelineConfig
-from meddevkg_core.rerank import FoldModels, feature_frame
+from meddevkg_core.rerank import FoldModels, feature_frame, uses_contest
 from meddevkg_core.text_adapter import Vectors, fused_scores, similarity_of
 
 
@@ -26,8 +28,10 @@ class PipelineScorer:
     """A `baselines.Scorer` over the pipeline's out-of-fold probabilities."""
 
     def __init__(self, inputs: Stage2Inputs, models: FoldModels, ce_scores: pl.DataFrame | None,
-                 config: PipelineConfig):
+                 config: PipelineConfig, candidates: pl.DataFrame | None = None):
+        """`candidates`: the Stage-2 pool, whose company-matched rows the company contest reads."""
         self._inputs, self._models, self._ce, self._config = inputs, models, ce_scores, config
+        self._candidates = candidates
 
     @property
     def n_patents(self) -> int:
@@ -59,6 +63,20 @@ class PipelineScorer:
     def _patent_ids(self) -> np.ndarray:
         return np.asarray(self._inputs.patent_ids, dtype=object)
 
+    @cached_property
+    def _contest(self) -> tuple[pl.DataFrame, pl.DataFrame]:
+        if self._candidates is None:
+            raise ValueError("the company contest orders a device's pairs against the pool's: pass the candidates")
+        pool = feature_frame(self._candidates, self._ce)
+        return contest_setup(self._vectors, pool, self._config.rerank.company_contest)
+
+    def contest(self, device_ids: list[str], probabilities: np.ndarray) -> np.ndarray:
+        """A block of `score_block` with each device's top pairs in their final order (company_contest)."""
+        rivals, lines = self._contest
+        return contest_order(device_ids, self._patent_ids, probabilities, rivals,
+                             lambda d: self._models.model_for(d)[0], self._vectors, lines,
+                             self._config.rerank.company_contest)
+
     def fuse(self, device_ids: list[str], probabilities: np.ndarray) -> np.ndarray:
         """A block of `score_block` with each device's top pairs in their final order (text_adapter)."""
         vectors, cfg, patent_ids = self._vectors, self._config.rerank.text_adapter, self._patent_ids
@@ -71,16 +89,22 @@ class PipelineScorer:
 
 
 def pipeline_runs(inputs: Stage2Inputs, models: FoldModels, ce_scores: pl.DataFrame | None,
-                  config: PipelineConfig, gold: pl.DataFrame) -> dict[str, ScorerRun]:
-    """The pipeline's rankings over every pair: `pipeline` and, with text adapters,
+                  config: PipelineConfig, gold: pl.DataFrame,
+                  candidates: pl.DataFrame | None = None) -> dict[str, ScorerRun]:
+    """The pipeline's rankings over every pair: `pipeline` and, with text adapters or the company
+    contest (which reads the company-matched rows of `candidates`, the Stage-2 pool),
     `pipeline_probability_order`.
 
-    With adapters, `pipeline` is each device's final order (R@K, MRR, top pairs) and its curve is
+    With either, `pipeline` is each device's final order (R@K, MRR, top pairs) and its curve is
     the probability order's: the share of all pairs a global cut-off keeps needs scores that are
     comparable across devices.
     """
-    scorer = PipelineScorer(inputs, models, ce_scores, config)
-    fuse = scorer.fuse if models.full_adapter is not None and config.rerank.text_adapter.enabled else None
+    scorer = PipelineScorer(inputs, models, ce_scores, config, candidates)
+    fuse = None
+    if config.rerank.text_adapter.enabled:
+        fuse = scorer.fuse if models.full_adapter is not None else None
+    elif uses_contest(config.rerank):
+        fuse = scorer.contest
     by_probability, fused = run_scorer_reordered(scorer, fuse, inputs.device_ids, inputs.patent_ids, gold)
     if fused is None:
         return {"pipeline": by_probability}

@@ -20,6 +20,7 @@ import xgboost as xgb
 from sklearn.model_selection import GroupKFold
 
 from meddevkg_core import schemas
+from meddevkg_core.company_contest import contest_ranks, contest_setup
 from meddevkg_core.config import Admission, RerankConfig
 from meddevkg_core.known_links import KNOWN_LINK_FEATURES, KnownLinks
 from meddevkg_core.pair_features import POOL_FEATURES, YEAR_FEATURES, with_derived_features
@@ -482,30 +483,63 @@ def _scored(features: pl.DataFrame, model: RerankerModel, out_of_fold: bool, vec
 
 
 def with_ranks(scored: pl.DataFrame, models: FoldModels, vectors: Vectors | None,
-               cfg: RerankConfig) -> pl.DataFrame:
+               cfg: RerankConfig, rivals: pl.DataFrame | None = None) -> pl.DataFrame:
     """`scored` (sorted by pair, as apply_fold_models returns it) with each pair's `rank` within its
-    device and its `text_sim` (text_adapter.device_ranks; null where there is none)."""
+    device and its `text_sim` (text_adapter.device_ranks; null where there is none).
+
+    The rank is the text adapter's order when it is enabled, else the company contest's
+    (company_contest) when that is; its rivals are the company-matched rows of `rivals` (feature
+    rows of the pool; default `scored` itself), scored with `vectors`."""
     ordered = scored if _sorted_by_pair(scored) else scored.sort("fda_id", "pat_id")
-    rank, text_sim = device_ranks(ordered, models.adapter_for, vectors, cfg.text_adapter)
+    if uses_contest(cfg):
+        field, lines = contest_setup(vectors, ordered if rivals is None else rivals, cfg.company_contest)
+        rank = contest_ranks(ordered, field, lambda d: models.model_for(d)[0], vectors, lines, cfg.company_contest)
+        text_sim = np.full(ordered.height, np.nan, np.float32)
+    else:
+        rank, text_sim = device_ranks(ordered, models.adapter_for, vectors, cfg.text_adapter)
     columns = [pl.Series("rank", rank, pl.Int32), pl.Series("text_sim", text_sim, pl.Float32).fill_nan(None)]
     return ordered.with_columns(_chunked_like(ordered, columns))
 
 
+def uses_contest(cfg: RerankConfig) -> bool:
+    """Whether a device's top pairs are in the company contest's order (the text adapter goes first)."""
+    return cfg.company_contest.enabled and not cfg.text_adapter.enabled
+
+
+@dataclass(frozen=True)
+class RivalPool:
+    """What the company contest reads of the devices outside a pool (company_contest): their
+    company-matched pool rows (CANDIDATES), cross-encoder scores and device embeddings."""
+
+    candidates: pl.DataFrame
+    ce_scores: pl.DataFrame | None
+    device_embeddings: pl.DataFrame
+
+
 def rank_pool(candidates: pl.DataFrame, ce_scores: pl.DataFrame | None, models: FoldModels,
               device_embeddings: pl.DataFrame, patent_embeddings_of: Callable[[pl.Series], pl.DataFrame],
-              cfg: RerankConfig, device_texts: pl.DataFrame | None = None) -> pl.DataFrame:
+              cfg: RerankConfig, device_texts: pl.DataFrame | None = None,
+              rival_pool: RivalPool | None = None) -> pl.DataFrame:
     """Stage 3 over a pool (probabilities, decisions, ranks) as LINKS, reading patent vectors for
     the text adapters' top pairs only: `patent_embeddings_of(pat_ids)` returns their EMBEDDINGS rows.
 
     The same rows as `with_ranks` over every patent's vector: the probabilities need the devices'
     vectors and label texts (fda_id, text) alone (known links), and the ranks read the vectors of
-    `ranked_patents`."""
+    `ranked_patents`. With `rival_pool` (the other devices' rows) and the catalogue's label texts,
+    the company contest ranks the pool's devices as it would with the whole pool at once."""
     no_patents = schemas.empty(schemas.EMBEDDINGS)
+    features = feature_frame(candidates, ce_scores)
+    rivals = None
+    if rival_pool is not None:
+        device_embeddings = pl.concat([device_embeddings, rival_pool.device_embeddings],
+                                      how="vertical_relaxed").unique("doc_id", keep="first").sort("doc_id")
+        others = rival_pool.candidates.join(candidates.select("fda_id").unique(), on="fda_id", how="anti")
+        rivals = pl.concat([features, feature_frame(others, rival_pool.ce_scores)], how="diagonal_relaxed")
     devices = Vectors.of(device_embeddings, no_patents, device_texts)
-    scored = decide(apply_fold_models(feature_frame(candidates, ce_scores), models, devices), cfg)
+    scored = decide(apply_fold_models(features, models, devices), cfg)
     wanted = ranked_patents(scored, cfg.text_adapter)
     vectors = devices.with_patents(patent_embeddings_of(wanted)) if wanted.len() else devices
-    return links_frame(with_ranks(scored, models, vectors, cfg))
+    return links_frame(with_ranks(scored, models, vectors, cfg, rivals))
 
 
 def decide(scored: pl.DataFrame, cfg: RerankConfig) -> pl.DataFrame:

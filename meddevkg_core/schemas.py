@@ -204,7 +204,7 @@ LINKS = pl.Schema(
     }
 )
 """A scored candidate after Stage 3; `decision` marks membership of the final link set, `rank` the
-pair's place among its device's pairs (1 = first; text_adapter), `text_sim` the learned text
+pair's place among its device's pairs (1 = first; company_contest, text_adapter), `text_sim` the learned text
 similarity that placed it (null below the device's top pairs)."""
 
 

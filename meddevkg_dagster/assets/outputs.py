@@ -76,7 +76,7 @@ def link_evaluation(context: dg.AssetExecutionContext, corpus: CorpusResource, s
                                                      embedding_matrix(patent_embeddings)[1]),
                      "company_only": CompanyScorer.from_matches(matches, ids, pids)}
         runs = {**pipeline_runs(inputs, FoldModels.from_frame(reranker_model), cross_encoder_scores, config,
-                                gold_links),
+                                gold_links, candidate_pool),
                 **{name: run_scorer(s, ids, pids, gold_links) for name, s in baselines.items()}}
         plots = home_dir() / "plots"
         plots.mkdir(parents=True, exist_ok=True)

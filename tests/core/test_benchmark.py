@@ -158,3 +158,57 @@ def test_the_protocol_names_the_split_of_the_devices():
     assert _protocol(shuffled, 54).startswith("5 device-grouped folds over gold devices (devices shuffled with fold "
                                               "seed 3);")
     assert _protocol(PipelineConfig(), 3).startswith("3 device-grouped folds over gold devices (devices not shuffled)")
+
+
+CONTEST = PipelineConfig(rerank=RerankConfig(n_estimators=30))
+"""The default order: each device's top pairs contested within its company (company_contest)."""
+
+
+def _relabeled(corpus, target: str):
+    """The corpus with `target`'s gold moved to as many patents that are not its gold."""
+    own = corpus.gold_links.filter(pl.col("fda_id") == target)
+    others = corpus.patents.join(own, on="pat_id", how="anti")["pat_id"].sort().head(own.height)
+    return replace(corpus, gold_links=pl.concat([corpus.gold_links.filter(pl.col("fda_id") != target),
+                                                 pl.DataFrame({"fda_id": [target] * own.height, "pat_id": others})]))
+
+
+@pytest.fixture(scope="module")
+def contest_run(models, tmp_path_factory):
+    out = tmp_path_factory.mktemp("contest")
+    return run_benchmark(read_corpus(demo_corpus_dir()), models, CONTEST, out, progress=lambda _: None,
+                         ablations=False), out
+
+
+def test_the_company_contest_reorders_only_each_devices_top_pairs(contest_run):
+    result, out = contest_run
+    top_k = CONTEST.rerank.company_contest.top_k
+    ranks = pl.read_parquet(out / "rankings.parquet")
+    by_probability = ranks.sort(["fda_id", "score", "pat_id"], descending=[False, True, False]).with_columns(
+        pl.int_range(1, pl.len() + 1).over("fda_id").alias("probability_rank"))
+    top = by_probability.filter(pl.col("probability_rank") <= top_k)
+    assert (top["rank"] <= top_k).all()  # the same top pairs, in another order
+    below = by_probability.filter(pl.col("probability_rank") > top_k)
+    assert (below["rank"] == below["probability_rank"]).all()
+    assert (top["rank"] != top["probability_rank"]).any()  # the contest moved some pair
+    report = json.loads((out / "report.json").read_text())["ranking"]
+    assert "pipeline_probability_order" in report
+    links = pl.read_parquet(out / "links.parquet")
+    assert links["text_sim"].is_null().all()
+    per_device = links.group_by("fda_id").agg(pl.col("rank").sort())["rank"].to_list()
+    assert all(r == list(range(1, len(r) + 1)) for r in per_device)
+
+
+def test_a_devices_own_gold_does_not_move_its_contested_order(models, contest_run, tmp_path):
+    """The leak test for the contest: every rival of a gold device is scored by its fold model."""
+    _, out = contest_run
+    corpus = read_corpus(demo_corpus_dir())
+    links = pl.read_parquet(out / "links.parquet")
+    moved = links.join(corpus.gold_links.select("fda_id").unique(), on="fda_id").with_columns(
+        pl.col("probability").rank("ordinal", descending=True).over("fda_id").alias("p_rank")).filter(
+        pl.col("rank") != pl.col("p_rank"))
+    target = moved["fda_id"].sort()[0]  # a gold device whose order the contest changed
+    run_benchmark(_relabeled(corpus, target), models, CONTEST, tmp_path, progress=lambda _: None, ablations=False)
+    for name, values in (("links.parquet", ["probability", "rank"]), ("rankings.parquet", ["score", "rank"])):
+        before = pl.read_parquet(out / name).filter(pl.col("fda_id") == target).sort("pat_id")
+        after = pl.read_parquet(tmp_path / name).filter(pl.col("fda_id") == target).sort("pat_id")
+        assert before.select("pat_id", *values).equals(after.select("pat_id", *values)), name

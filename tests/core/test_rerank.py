@@ -303,6 +303,45 @@ def test_rank_pool_reads_the_top_pairs_vectors_only_and_ranks_as_with_every_vect
                      patent_embeddings_of, off)["text_sim"].is_null().all() and asked == []
 
 
+def test_the_company_contest_moves_top_pairs_only_and_ranks_one_device_as_the_whole_pool():
+    from meddevkg_core import scale_bench
+    from meddevkg_core.config import CompanyContestConfig, PipelineConfig
+    from meddevkg_core.rerank import RivalPool
+    from meddevkg_core.text_adapter import Vectors
+
+    corpus = scale_bench.synthetic_corpus(3_000, 20, seed=0)
+    inputs = scale_bench.stage2_inputs(corpus, PipelineConfig())
+    pool = generate_candidates(inputs, PipelineConfig().candidates)
+    gold = scale_bench.synthetic_gold(pool, n_devices=8, seed=0)
+    vectors = Vectors.of_inputs(inputs)
+    cfg = RerankConfig(n_estimators=20, folds=4, company_contest=CompanyContestConfig(top_k=10, weight=1.0))
+    gold_rows = pl.col("fda_id").is_in(gold["fda_id"].unique().implode())
+    models = fit_fold_models(feature_frame(pool, None).filter(gold_rows), gold, cfg, vectors)
+    devices = _embeddings(vectors.device_ids, vectors.device_vectors)
+
+    def no_patents(_: pl.Series) -> pl.DataFrame:
+        raise AssertionError("the contest reads no patent vector")
+
+    whole = rank_pool(pool, None, models, devices, no_patents, cfg)
+    by_probability = rank_pool(pool, None, models, devices, no_patents,
+                               cfg.model_copy(update={"company_contest": CompanyContestConfig(enabled=False)}))
+    assert whole.drop("rank").equals(by_probability.drop("rank"))  # probabilities and decisions as they were
+    moved = whole["rank"] != by_probability["rank"]
+    assert moved.any() and (by_probability.filter(moved)["rank"] <= 10).all()  # only the top 10 moved
+    held_out = whole.filter(moved & pl.col("out_of_fold"))["fda_id"].unique().sort()
+    assert held_out.len()  # a gold device, ranked against rivals scored by its fold model
+    for device in (held_out[0], whole.filter(moved & ~pl.col("out_of_fold"))["fda_id"].min()):
+        # one device partition: its pool rows, and the other devices' rows as the stored rival pool
+        mine = pl.col("fda_id") == device
+        rivals = RivalPool(pool.filter(~mine), None, devices.filter(pl.col("doc_id") != device))
+        one = rank_pool(pool.filter(mine), None, models, devices.filter(pl.col("doc_id") == device), no_patents, cfg,
+                        None, rivals)
+        assert one.equals(whole.filter(mine)), device
+        alone = rank_pool(pool.filter(mine), None, models, devices.filter(pl.col("doc_id") == device), no_patents,
+                          cfg)
+        assert not alone["rank"].equals(one["rank"])  # without its rivals the device would be ordered otherwise
+
+
 def _mid_band_pool() -> tuple[pl.DataFrame, pl.DataFrame]:
     """Gold pairs are exactly those with a cosine in [0.40, 0.50]: a shape no similarity should teach."""
     pool, _ = synthetic_pool(n_devices=16, per_device=40, seed=3)

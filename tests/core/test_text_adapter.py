@@ -4,7 +4,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from meddevkg_core.config import RerankConfig, TextAdapterConfig
+from meddevkg_core.config import CompanyContestConfig, RerankConfig, TextAdapterConfig
 from meddevkg_core.rerank import FoldModels, RerankerModel, with_ranks
 from meddevkg_core.text_adapter import TextAdapter, Vectors, device_ranks, fit_text_adapter, fused_scores
 
@@ -110,5 +110,6 @@ def test_with_ranks_uses_each_devices_own_adapter_and_marks_its_top_pairs():
     # top 3 by probability: p1 (cos 0), p2 (cos 1), p3 (cos 0.71): p2 1/62+1/61 > p1 1/61+1/63 > p3 1/63+1/62
     assert out["rank"].to_list() == [2, 1, 3, 4]
     assert out["text_sim"].is_null().to_list() == [False, False, False, True]
-    off = with_ranks(scored, models, vectors, RerankConfig(text_adapter=CFG.model_copy(update={"enabled": False})))
+    off = with_ranks(scored, models, vectors, RerankConfig(text_adapter=CFG.model_copy(update={"enabled": False}),
+                                                           company_contest=CompanyContestConfig(enabled=False)))
     assert off["rank"].to_list() == [1, 2, 3, 4] and off["text_sim"].is_null().all()
