@@ -508,8 +508,9 @@ def uses_contest(cfg: RerankConfig) -> bool:
 
 @dataclass(frozen=True)
 class RivalPool:
-    """What the company contest reads of the devices outside a pool (company_contest): their
-    company-matched pool rows (CANDIDATES), cross-encoder scores and device embeddings."""
+    """What the company contest reads of the devices outside a pool (company_contest): their pool
+    rows (CANDIDATES; every row of each device, which its pool features read), cross-encoder scores
+    and device embeddings."""
 
     candidates: pl.DataFrame
     ce_scores: pl.DataFrame | None

@@ -10,7 +10,7 @@ from meddevkg_core.companies import build_company_dictionary, company_match_tabl
 from meddevkg_core.config import PipelineConfig
 from meddevkg_core.cross_encoder import score_candidate_pairs
 from meddevkg_core.pipeline import stage2_inputs
-from meddevkg_core.rerank import FoldModels, fit_fold_models, rank_pool
+from meddevkg_core.rerank import FoldModels, RivalPool, fit_fold_models, rank_pool, uses_contest
 from meddevkg_core.text_adapter import Vectors
 from meddevkg_core.training_pairs import training_pairs as build_training_pairs
 from meddevkg_dagster.assets.sources import ontology_from_table
@@ -197,12 +197,41 @@ def reranked_links(context: dg.AssetExecutionContext, pipeline_config: PipelineC
     top pairs only (at most `top_k` per device, not the corpus's)."""
     cfg = pipeline_config.config().rerank
     models = FoldModels.from_frame(reranker_model)
+    contest = uses_contest(cfg)
+    rivals, texts = None, pma_documents.select("fda_id", "text")
+    if contest:  # the rivals' rows, and every stored label: which words are rare in the catalogue
+        rivals = _rival_pool(warehouse, candidate_pool)
+        texts = pl.concat([texts, _stored_table(warehouse, "pma_documents", ["fda_id", "text"])]).unique(
+            "fda_id", keep="first", maintain_order=True)
     out = rank_pool(candidate_pool, cross_encoder_scores, models, device_embeddings,
                     lambda pat_ids: _stored_rows(warehouse, "patent_embeddings", "doc_id",
                                                  ["doc_id", "content_hash", "embedding"], pat_ids), cfg,
-                    pma_documents)
+                    texts, rivals)
     kept = out.filter(pl.col("decision"))
     return dg.Output(out, metadata=table_metadata(
         out, links_kept=kept.height, immune=int(out["immune"].sum()),
         noise_reduction=round(1 - kept.height / out.height, 4) if out.height else None,
-        text_adapter=models.full_adapter is not None))
+        text_adapter=models.full_adapter is not None, company_contest=contest,
+        rival_pairs=rivals.candidates.height if rivals is not None else 0))
+
+
+def _rival_pool(warehouse: DuckDBResource, candidate_pool: pl.DataFrame) -> RivalPool:
+    """The stored pools of the other devices company-matched to a patent this run's devices are
+    company-matched to, with their cross-encoder scores and device vectors (company_contest): a
+    device partition is ranked against every stored device, not only those in its run. Whole pools,
+    because a pair's pool features read every pool row of its device (pair_features)."""
+    patents = candidate_pool.filter(pl.col("score_company") > 0)["pat_id"].unique()
+    matched = _stored_rows(warehouse, "candidate_pool", "pat_id", ["fda_id", "score_company"], patents)
+    devices = (matched.filter(pl.col("score_company") > 0).select("fda_id").unique()
+               .join(candidate_pool.select("fda_id").unique(), on="fda_id", how="anti")["fda_id"])
+    return RivalPool(_stored_rows(warehouse, "candidate_pool", "fda_id", ["*"], devices),
+                     _stored_rows(warehouse, "cross_encoder_scores", "fda_id", ["fda_id", "pat_id", "ai_score"],
+                                  devices),
+                     _stored_rows(warehouse, "device_embeddings", "doc_id", ["doc_id", "content_hash", "embedding"],
+                                  devices))
+
+
+def _stored_table(warehouse: DuckDBResource, table: str, columns: list[str]) -> pl.DataFrame:
+    """`columns` of every stored row of `table`."""
+    with warehouse.get_connection() as con:
+        return con.sql(f"select {', '.join(columns)} from {WAREHOUSE_SCHEMA}.{table}").pl()

@@ -132,8 +132,10 @@ def test_rematerialising_replaces_rows_instead_of_duplicating(harness):
 def test_backfilling_one_device_touches_only_its_partition(harness):
     keys = _all_devices(harness)
     assert harness.materialize(partition_range=(keys[0], keys[-1])).success
-    before, pool_before = harness.table("reranked_links"), harness.table("candidate_pool")
-    device = keys[3]
+    before, pool_before = harness.table("reranked_links").sort("fda_id", "pat_id"), harness.table("candidate_pool")
+    by_probability = pl.col("probability").rank("ordinal", descending=True).over("fda_id")
+    contested = before.filter(pl.col("rank") != by_probability)["fda_id"].unique().sort()
+    device = contested[0]  # a device whose order its company's other devices changed (company_contest)
     device_assets = dg.AssetSelection.assets("pma_documents", "pma_quarantine", "pma_supplements", "device_entities",
                                              "device_embeddings", "candidate_pool", "cross_encoder_scores",
                                              "reranked_links")
@@ -150,6 +152,7 @@ def test_backfilling_one_device_touches_only_its_partition(harness):
     assert checks["reranked_links_keys_unique"]["rows_checked"].value == rows
     assert after.filter(pl.col("fda_id") == device).sort("pat_id").equals(
         before.filter(pl.col("fda_id") == device).sort("pat_id"))
+    assert _materialized(one)["reranked_links"]["rival_pairs"].value > 0  # read from the store
     # alone in its run, the device is still compared with its company's other devices (siblings)
     pool = harness.table("candidate_pool").filter(pl.col("fda_id") == device).sort("pat_id")
     assert pool["sibling_sim_margin"].is_not_nan().any()
