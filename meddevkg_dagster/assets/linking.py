@@ -221,9 +221,12 @@ def _rival_pool(warehouse: DuckDBResource, candidate_pool: pl.DataFrame) -> Riva
     device partition is ranked against every stored device, not only those in its run. Whole pools,
     because a pair's pool features read every pool row of its device (pair_features)."""
     patents = candidate_pool.filter(pl.col("score_company") > 0)["pat_id"].unique()
-    matched = _stored_rows(warehouse, "candidate_pool", "pat_id", ["fda_id", "score_company"], patents)
-    devices = (matched.filter(pl.col("score_company") > 0).select("fda_id").unique()
-               .join(candidate_pool.select("fda_id").unique(), on="fda_id", how="anti")["fda_id"])
+    with warehouse.get_connection() as con:
+        con.register("matched_patents", patents.to_frame("id").to_arrow())
+        con.register("run_devices", candidate_pool["fda_id"].unique().to_frame("id").to_arrow())
+        devices = con.sql(f"select distinct fda_id from {WAREHOUSE_SCHEMA}.candidate_pool where score_company > 0 "
+                          "and pat_id in (select id from matched_patents) "
+                          "and fda_id not in (select id from run_devices)").pl()["fda_id"]
     return RivalPool(_stored_rows(warehouse, "candidate_pool", "fda_id", ["*"], devices),
                      _stored_rows(warehouse, "cross_encoder_scores", "fda_id", ["fda_id", "pat_id", "ai_score"],
                                   devices),
