@@ -48,15 +48,9 @@ def product_lines(words: Mapping[str, frozenset[str]], max_devices: int) -> pl.D
             .filter(pl.col("fda_id") != pl.col("line_mate")).select("fda_id", "line_mate").unique())
 
 
-def contest_setup(vectors: Vectors | None, pool: pl.DataFrame,
-                  cfg: CompanyContestConfig) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(rivals, product lines): the company-matched rows of a pool of feature rows, and the product
-    lines of the catalogue `vectors` knows the label words of (none without)."""
-    if "is_same_company" not in pool.columns:
-        raise ValueError("the company contest needs the pool's feature rows (rerank.feature_frame: is_same_company)")
-    words = vectors.device_words if vectors is not None else {}
-    return (pool.filter(pl.col("is_same_company") == 1),
-            product_lines(words, cfg.product_line_max_devices))
+def catalogue_lines(vectors: Vectors | None, cfg: CompanyContestConfig) -> pl.DataFrame:
+    """`product_lines` of the catalogue whose label words `vectors` holds (none without)."""
+    return product_lines(vectors.device_words if vectors is not None else {}, cfg.product_line_max_devices)
 
 
 def logit(probability: np.ndarray) -> np.ndarray:
@@ -64,17 +58,22 @@ def logit(probability: np.ndarray) -> np.ndarray:
     return np.log(p / (1 - p))
 
 
-def contested_logits(top: pl.DataFrame, rivals: pl.DataFrame, model_for: ModelFor, vectors: Vectors | None,
+def contested_logits(top: pl.DataFrame, pool: pl.DataFrame, model_for: ModelFor, vectors: Vectors | None,
                      lines: pl.DataFrame, weight: float) -> np.ndarray:
     """The contested score of each row of `top` (fda_id, pat_id, probability): its log-odds, plus the
-    weighted log share when `rivals` (pool feature rows of company-matched pairs, any device) hold
-    the pair itself, that is when the patent is company-matched to the device."""
+    weighted log share when the pair is a company-matched row of `pool` (feature rows, any devices:
+    the rivals are its company-matched rows of the same patent).
+
+    Only the pool's rows of `top`'s patents are read: the pool may hold millions of pairs."""
+    if "is_same_company" not in pool.columns:
+        raise ValueError("the company contest needs the pool's feature rows (rerank.feature_frame: is_same_company)")
     own = logit(top["probability"].to_numpy())
     out = own.copy()
-    contested = top.select("fda_id", "pat_id").with_row_index("_row").join(
-        rivals.select("fda_id", "pat_id").unique(), on=["fda_id", "pat_id"], how="semi")
-    if contested.height == 0 or weight == 0:
+    if top.height == 0 or weight == 0:
         return out
+    field = pool.filter((pl.col("is_same_company") == 1) & pl.col("pat_id").is_in(top["pat_id"].unique().implode()))
+    contested = top.select("fda_id", "pat_id").with_row_index("_row").join(
+        field.select("fda_id", "pat_id").unique(), on=["fda_id", "pat_id"], how="semi")
     by_model: dict[int, tuple[RerankerModel, list[int]]] = {}
     for i, device in enumerate(contested["fda_id"].to_list()):
         model = model_for(device)
@@ -82,9 +81,9 @@ def contested_logits(top: pl.DataFrame, rivals: pl.DataFrame, model_for: ModelFo
     row_of = contested["_row"].to_numpy()
     for model, rows in by_model.values():
         part = contested[rows].with_columns(pl.Series("_own", own[row_of[rows]], pl.Float64))
-        field = rivals.filter(pl.col("pat_id").is_in(part["pat_id"].unique().implode()))
-        field_logits = pl.Series("_rival", logit(model.predict(field, vectors)), pl.Float64)
-        pairs = (part.join(field.select(pl.col("fda_id").alias("line_mate"), "pat_id").with_columns(field_logits),
+        rivals = field.filter(pl.col("pat_id").is_in(part["pat_id"].unique().implode()))
+        rival_logits = pl.Series("_rival", logit(model.predict(rivals, vectors)), pl.Float64)
+        pairs = (part.join(rivals.select(pl.col("fda_id").alias("line_mate"), "pat_id").with_columns(rival_logits),
                            on="pat_id")
                  .join(lines, on=["fda_id", "line_mate"], how="anti")
                  .unique(["_row", "line_mate"], keep="first"))
@@ -98,7 +97,7 @@ def contested_logits(top: pl.DataFrame, rivals: pl.DataFrame, model_for: ModelFo
     return out
 
 
-def contest_order(device_ids: list[str], pat_ids: np.ndarray, probabilities: np.ndarray, rivals: pl.DataFrame,
+def contest_order(device_ids: list[str], pat_ids: np.ndarray, probabilities: np.ndarray, pool: pl.DataFrame,
                   model_for: ModelFor, vectors: Vectors | None, lines: pl.DataFrame,
                   cfg: CompanyContestConfig) -> np.ndarray:
     """Block scores (devices x patents, `pat_ids` in tie-break order) with each device's top_k pairs
@@ -113,7 +112,7 @@ def contest_order(device_ids: list[str], pat_ids: np.ndarray, probabilities: np.
                         "pat_id": pat_ids[tops].ravel().tolist(),
                         "probability": np.take_along_axis(probabilities, tops, axis=1).ravel()},
                        schema={"fda_id": pl.String, "pat_id": pl.String, "probability": pl.Float64})
-    score = contested_logits(top, rivals, model_for, vectors, lines, cfg.weight).reshape(len(device_ids), k)
+    score = contested_logits(top, pool, model_for, vectors, lines, cfg.weight).reshape(len(device_ids), k)
     places = np.arange(1, k + 1)
     for i in range(len(device_ids)):
         final = np.empty(k, np.int64)
@@ -122,18 +121,17 @@ def contest_order(device_ids: list[str], pat_ids: np.ndarray, probabilities: np.
     return out
 
 
-def contest_ranks(scored: pl.DataFrame, rivals: pl.DataFrame, model_for: ModelFor, vectors: Vectors | None,
-                  lines: pl.DataFrame, cfg: CompanyContestConfig) -> np.ndarray:
-    """`rank` within each device (1 = first) for each row of `scored` (pairs with a `probability`,
-    sorted by pair): the top_k by probability (ties by patent id) in their contested order, then the rest."""
-    places = (scored.select("fda_id", "pat_id", "probability").with_row_index("_row")
-              .sort(["fda_id", "probability", "pat_id"], descending=[False, True, False])
-              .with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64).over("fda_id").alias("_place")))
-    top = places.filter(pl.col("_place") <= cfg.top_k)
-    top = top.with_columns(pl.Series("_score", contested_logits(top, rivals, model_for, vectors, lines, cfg.weight)))
+def contest_ranks(scored: pl.DataFrame, rank: np.ndarray, pool: pl.DataFrame, model_for: ModelFor,
+                  vectors: Vectors | None, lines: pl.DataFrame, cfg: CompanyContestConfig) -> np.ndarray:
+    """`rank` (each row's place in its device by probability, 1 = first) with every device's top_k
+    rows in their contested order; the rows below keep theirs. `scored` holds the pairs (fda_id,
+    pat_id, probability) the ranks are of."""
+    top_rows = rank <= cfg.top_k
+    top = (scored.select("fda_id", "pat_id", "probability").filter(pl.Series(top_rows))
+           .with_columns(pl.Series("_place", rank[top_rows]), pl.Series("_at", np.flatnonzero(top_rows))))
+    top = top.with_columns(pl.Series("_score", contested_logits(top, pool, model_for, vectors, lines, cfg.weight)))
     top = (top.sort(["fda_id", "_score", "_place"], descending=[False, True, False])
-           .with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64).over("fda_id").alias("_final")))
-    rank = np.empty(scored.height, np.int32)
-    rank[places["_row"].to_numpy()] = places["_place"].to_numpy()
-    rank[top["_row"].to_numpy()] = top["_final"].to_numpy()
-    return rank
+           .with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int32).over("fda_id").alias("_final")))
+    out = rank.copy()
+    out[top["_at"].to_numpy()] = top["_final"].to_numpy()
+    return out

@@ -18,7 +18,7 @@ import polars as pl
 
 from meddevkg_core.baselines import ScorerRun, run_scorer_reordered
 from meddevkg_core.candidates import Stage2Inputs, admission, block_frame, score_blocks
-from meddevkg_core.company_contest import contest_order, contest_setup
+from meddevkg_core.company_contest import catalogue_lines, contest_order
 from meddevkg_core.config import PipelineConfig
 from meddevkg_core.rerank import FoldModels, feature_frame, uses_contest
 from meddevkg_core.text_adapter import Vectors, fused_scores, similarity_of
@@ -67,13 +67,13 @@ class PipelineScorer:
     def _contest(self) -> tuple[pl.DataFrame, pl.DataFrame]:
         if self._candidates is None:
             raise ValueError("the company contest orders a device's pairs against the pool's: pass the candidates")
-        pool = feature_frame(self._candidates, self._ce)
-        return contest_setup(self._vectors, pool, self._config.rerank.company_contest)
+        return (feature_frame(self._candidates, self._ce),
+                catalogue_lines(self._vectors, self._config.rerank.company_contest))
 
     def contest(self, device_ids: list[str], probabilities: np.ndarray) -> np.ndarray:
         """A block of `score_block` with each device's top pairs in their final order (company_contest)."""
-        rivals, lines = self._contest
-        return contest_order(device_ids, self._patent_ids, probabilities, rivals,
+        pool, lines = self._contest
+        return contest_order(device_ids, self._patent_ids, probabilities, pool,
                              lambda d: self._models.model_for(d)[0], self._vectors, lines,
                              self._config.rerank.company_contest)
 

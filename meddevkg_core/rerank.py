@@ -20,7 +20,7 @@ import xgboost as xgb
 from sklearn.model_selection import GroupKFold
 
 from meddevkg_core import schemas
-from meddevkg_core.company_contest import contest_ranks, contest_setup
+from meddevkg_core.company_contest import catalogue_lines, contest_ranks
 from meddevkg_core.config import Admission, RerankConfig
 from meddevkg_core.known_links import KNOWN_LINK_FEATURES, KnownLinks
 from meddevkg_core.pair_features import POOL_FEATURES, YEAR_FEATURES, with_derived_features
@@ -489,14 +489,13 @@ def with_ranks(scored: pl.DataFrame, models: FoldModels, vectors: Vectors | None
 
     The rank is the text adapter's order when it is enabled, else the company contest's
     (company_contest) when that is; its rivals are the company-matched rows of `rivals` (feature
-    rows of the pool; default `scored` itself), scored with `vectors`."""
+    rows of the pool, each device's whole pool; default `scored` itself), scored with `vectors`."""
     ordered = scored if _sorted_by_pair(scored) else scored.sort("fda_id", "pat_id")
-    if uses_contest(cfg):
-        field, lines = contest_setup(vectors, ordered if rivals is None else rivals, cfg.company_contest)
-        rank = contest_ranks(ordered, field, lambda d: models.model_for(d)[0], vectors, lines, cfg.company_contest)
-        text_sim = np.full(ordered.height, np.nan, np.float32)
-    else:
-        rank, text_sim = device_ranks(ordered, models.adapter_for, vectors, cfg.text_adapter)
+    rank, text_sim = device_ranks(ordered, models.adapter_for, vectors, cfg.text_adapter)
+    if uses_contest(cfg):  # the text adapter is off: `rank` is the probability order
+        contest = cfg.company_contest
+        rank = contest_ranks(ordered, rank, ordered if rivals is None else rivals, lambda d: models.model_for(d)[0],
+                             vectors, catalogue_lines(vectors, contest), contest)
     columns = [pl.Series("rank", rank, pl.Int32), pl.Series("text_sim", text_sim, pl.Float32).fill_nan(None)]
     return ordered.with_columns(_chunked_like(ordered, columns))
 
@@ -535,7 +534,8 @@ def rank_pool(candidates: pl.DataFrame, ce_scores: pl.DataFrame | None, models: 
         device_embeddings = pl.concat([device_embeddings, rival_pool.device_embeddings],
                                       how="vertical_relaxed").unique("doc_id", keep="first").sort("doc_id")
         others = rival_pool.candidates.join(candidates.select("fda_id").unique(), on="fda_id", how="anti")
-        rivals = pl.concat([features, feature_frame(others, rival_pool.ce_scores)], how="diagonal_relaxed")
+        if others.height:
+            rivals = pl.concat([features, feature_frame(others, rival_pool.ce_scores)], how="diagonal_relaxed")
     devices = Vectors.of(device_embeddings, no_patents, device_texts)
     scored = decide(apply_fold_models(features, models, devices), cfg)
     wanted = ranked_patents(scored, cfg.text_adapter)

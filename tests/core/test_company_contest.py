@@ -7,7 +7,6 @@ import pytest
 from meddevkg_core.company_contest import (
     contest_order,
     contest_ranks,
-    contest_setup,
     contested_logits,
     logit,
     product_lines,
@@ -26,7 +25,7 @@ class ColumnModel:
 
 
 RIVALS = pl.DataFrame({"fda_id": ["A", "A", "B", "C", "B"], "pat_id": ["p1", "p2", "p1", "p1", "p2"],
-                       "q": [0.8, 0.6, 0.9, 0.7, 0.2], "r": [0.1, 0.1, 0.4, 0.1, 0.3]})
+                       "q": [0.8, 0.6, 0.9, 0.7, 0.2], "r": [0.1, 0.1, 0.4, 0.1, 0.3], "is_same_company": [1] * 5})
 NO_LINES = product_lines({}, 5)
 
 
@@ -73,7 +72,7 @@ def _block() -> tuple[list[str], np.ndarray, np.ndarray, pl.DataFrame]:
     devices, patents = ["A", "B"], np.array(["p1", "p2", "p3", "p4", "p5"], dtype=object)
     probability = np.array([[0.9, 0.8, 0.7, 0.2, 0.1], [0.99, 0.1, 0.6, 0.3, 0.2]])
     rivals = pl.DataFrame({"fda_id": ["A", "A", "B", "B", "A", "B"], "pat_id": ["p1", "p2", "p1", "p2", "p3", "p3"],
-                           "q": [0.9, 0.8, 0.99, 0.1, 0.7, 0.6]})
+                           "q": [0.9, 0.8, 0.99, 0.1, 0.7, 0.6], "is_same_company": [1] * 6})
     return devices, patents, probability, rivals
 
 
@@ -82,18 +81,23 @@ def test_only_each_devices_top_pairs_move_and_links_and_blocks_agree():
     cfg = CompanyContestConfig(top_k=3, weight=1.0)
     scored = pl.DataFrame({"fda_id": np.repeat(devices, 5).tolist(), "pat_id": np.tile(patents, 2).tolist(),
                            "probability": probability.ravel()})
-    rank = contest_ranks(scored, rivals, lambda _: ColumnModel("q"), None, NO_LINES, cfg)
+    by_probability = np.array([1, 2, 3, 4, 5, 1, 5, 2, 3, 4], np.int32)  # ties would go by patent
+    rank = contest_ranks(scored, by_probability, rivals, lambda _: ColumnModel("q"), None, NO_LINES, cfg)
     # A: p1 is B's far more than A's, so it drops below p2 and p3; B keeps p1 first. Below the top 3, no change.
     assert rank.tolist() == [3, 1, 2, 4, 5, 1, 5, 2, 3, 4]
     block = contest_order(devices, patents, probability, rivals, lambda _: ColumnModel("q"), None, NO_LINES, cfg)
     from_block = np.argsort(np.argsort(-block, axis=1, kind="stable"), axis=1) + 1
     assert from_block.ravel().tolist() == rank.tolist()
     assert ((block > 1).sum(axis=1) == 3).all()  # the top 3 above every probability
-    off = contest_ranks(scored, rivals, lambda _: ColumnModel("q"), None, NO_LINES,
+    off = contest_ranks(scored, by_probability, rivals, lambda _: ColumnModel("q"), None, NO_LINES,
                         cfg.model_copy(update={"weight": 0}))
-    assert off.tolist() == [1, 2, 3, 4, 5, 1, 5, 2, 3, 4]  # the probability order
+    assert off.tolist() == by_probability.tolist()
 
 
-def test_the_contest_needs_feature_rows():
+def test_only_the_pools_company_matched_rows_compete():
+    top = pl.DataFrame({"fda_id": ["A"], "pat_id": ["p1"], "probability": [0.8]})
+    pool = RIVALS.with_columns(pl.Series("is_same_company", [1, 1, 1, 0, 1], pl.Int8))  # C not company-matched
+    got = contested_logits(top, pool, lambda _: ColumnModel("q"), None, NO_LINES, 1.0)
+    assert got[0] == pytest.approx(2 * _l(0.8) - _lse(_l(0.8), _l(0.9)), abs=1e-5)
     with pytest.raises(ValueError, match="is_same_company"):
-        contest_setup(None, pl.DataFrame({"fda_id": ["A"], "pat_id": ["p1"]}), CompanyContestConfig())
+        contested_logits(top, RIVALS.drop("is_same_company"), lambda _: ColumnModel("q"), None, NO_LINES, 1.0)
