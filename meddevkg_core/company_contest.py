@@ -14,7 +14,7 @@ held-out device enters its order. Devices of d's product line are not rivals: th
 word of their label heads (held by at most `product_line_max_devices` devices of the catalogue),
 and their gold is mostly shared. Only a device's `top_k` pairs by probability move, among
 themselves: the link decisions (probability over the cut-off) and every pair below stay as they
-are. On the benchmark, over 11 out-of-fold runs, weight 0.5: R@10 0.471 against 0.462, MRR 0.693
+are. On the benchmark, over 11 out-of-fold runs, weight 0.5: R@10 0.471 against 0.462, MRR 0.687
 against 0.669, R@100 unchanged (README).
 """
 
