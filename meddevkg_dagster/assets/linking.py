@@ -212,7 +212,7 @@ def reranked_links(context: dg.AssetExecutionContext, pipeline_config: PipelineC
         out, links_kept=kept.height, immune=int(out["immune"].sum()),
         noise_reduction=round(1 - kept.height / out.height, 4) if out.height else None,
         text_adapter=models.full_adapter is not None, company_contest=contest,
-        rival_pairs=rivals.candidates.height if rivals is not None else 0))
+        rival_pool_rows=rivals.candidates.height if rivals is not None else 0))
 
 
 def _rival_pool(warehouse: DuckDBResource, candidate_pool: pl.DataFrame) -> RivalPool:

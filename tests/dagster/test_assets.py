@@ -152,7 +152,7 @@ def test_backfilling_one_device_touches_only_its_partition(harness):
     assert checks["reranked_links_keys_unique"]["rows_checked"].value == rows
     assert after.filter(pl.col("fda_id") == device).sort("pat_id").equals(
         before.filter(pl.col("fda_id") == device).sort("pat_id"))
-    assert _materialized(one)["reranked_links"]["rival_pairs"].value > 0  # read from the store
+    assert _materialized(one)["reranked_links"]["rival_pool_rows"].value > 0  # read from the store
     # alone in its run, the device is still compared with its company's other devices (siblings)
     pool = harness.table("candidate_pool").filter(pl.col("fda_id") == device).sort("pat_id")
     assert pool["sibling_sim_margin"].is_not_nan().any()
