@@ -100,14 +100,16 @@ def contested_logits(top: pl.DataFrame, pool: pl.DataFrame, model_for: ModelFor,
 def contest_order(device_ids: list[str], pat_ids: np.ndarray, probabilities: np.ndarray, pool: pl.DataFrame,
                   model_for: ModelFor, vectors: Vectors | None, lines: pl.DataFrame,
                   cfg: CompanyContestConfig) -> np.ndarray:
-    """Block scores (devices x patents, `pat_ids` in tie-break order) with each device's top_k pairs
-    above every probability, in their contested order (ties to the higher probability); the rest as given."""
+    """Block scores (devices x patents `pat_ids`) with each device's top_k pairs above every
+    probability, in their contested order (ties to the higher probability, then the lower patent id,
+    as `contest_ranks` breaks them); the rest as given."""
     out = probabilities.astype(np.float64, copy=True)
     k = min(cfg.top_k, probabilities.shape[1])
     if k == 0 or not device_ids:
         return out
-    n = probabilities.shape[1]
-    tops = np.stack([np.lexsort((np.arange(n), -row.astype(np.float64)))[:k] for row in probabilities])
+    by_id = np.empty(len(pat_ids), np.int64)
+    by_id[np.argsort(np.asarray(pat_ids).astype(str), kind="stable")] = np.arange(len(pat_ids))
+    tops = np.stack([np.lexsort((by_id, -row.astype(np.float64)))[:k] for row in probabilities])
     top = pl.DataFrame({"fda_id": np.repeat(np.asarray(device_ids, dtype=object), k).tolist(),
                         "pat_id": pat_ids[tops].ravel().tolist(),
                         "probability": np.take_along_axis(probabilities, tops, axis=1).ravel()},

@@ -101,3 +101,23 @@ def test_only_the_pools_company_matched_rows_compete():
     assert got[0] == pytest.approx(2 * _l(0.8) - _lse(_l(0.8), _l(0.9)), abs=1e-5)
     with pytest.raises(ValueError, match="is_same_company"):
         contested_logits(top, RIVALS.drop("is_same_company"), lambda _: ColumnModel("q"), None, NO_LINES, 1.0)
+
+
+def test_blocks_break_ties_by_patent_id_as_the_links_do():
+    # p2 and p3: the same probability and the same rivals, so the same contested score
+    rivals = pl.DataFrame({"fda_id": ["A", "A", "B", "B"], "pat_id": ["p2", "p3", "p2", "p3"],
+                           "q": [0.7, 0.7, 0.3, 0.3], "is_same_company": [1] * 4})
+    cfg = CompanyContestConfig(top_k=3, weight=1.0)
+    scored = pl.DataFrame({"fda_id": ["A"] * 4, "pat_id": ["p1", "p2", "p3", "p4"],
+                           "probability": [0.5, 0.7, 0.7, 0.1]})
+    rank = contest_ranks(scored, np.array([3, 1, 2, 4], np.int32), rivals, lambda _: ColumnModel("q"), None,
+                         NO_LINES, cfg)
+    assert rank.tolist() == [3, 1, 2, 4]
+    columns = np.array([2, 0, 3, 1])  # a block whose columns are not in id order: p3, p1, p4, p2
+    block = contest_order(["A"], np.array(["p1", "p2", "p3", "p4"], dtype=object)[columns],
+                          np.array([[0.5, 0.7, 0.7, 0.1]])[:, columns], rivals, lambda _: ColumnModel("q"), None,
+                          NO_LINES, cfg)[0]
+    place = np.empty(4, np.int64)
+    place[np.argsort(-block, kind="stable")] = np.arange(1, 5)
+    assert dict(zip(np.array(["p1", "p2", "p3", "p4"])[columns], place.tolist(), strict=True)) == {
+        "p1": 3, "p2": 1, "p3": 2, "p4": 4}
