@@ -265,9 +265,10 @@ def _embeddings(ids, matrix: np.ndarray) -> pl.DataFrame:
                          "embedding": pl.Series(matrix.astype(np.float32)).cast(pl.List(pl.Float32))})
 
 
-def test_rank_pool_reads_the_top_pairs_vectors_only_and_ranks_as_with_every_vector():
+def _synthetic_stage3(cfg: RerankConfig):
+    """(pool, vectors, fold models) over a small synthetic corpus: 20 devices, 8 of them gold."""
     from meddevkg_core import scale_bench
-    from meddevkg_core.config import PipelineConfig, TextAdapterConfig
+    from meddevkg_core.config import PipelineConfig
     from meddevkg_core.text_adapter import Vectors
 
     corpus = scale_bench.synthetic_corpus(3_000, 20, seed=0)
@@ -275,10 +276,16 @@ def test_rank_pool_reads_the_top_pairs_vectors_only_and_ranks_as_with_every_vect
     pool = generate_candidates(inputs, PipelineConfig().candidates)
     gold = scale_bench.synthetic_gold(pool, n_devices=8, seed=0)
     vectors = Vectors.of_inputs(inputs)
+    gold_rows = pl.col("fda_id").is_in(gold["fda_id"].unique().implode())
+    return pool, vectors, fit_fold_models(feature_frame(pool, None).filter(gold_rows), gold, cfg, vectors)
+
+
+def test_rank_pool_reads_the_top_pairs_vectors_only_and_ranks_as_with_every_vector():
+    from meddevkg_core.config import TextAdapterConfig
+
     cfg = RerankConfig(n_estimators=20, folds=4, text_adapter=TextAdapterConfig(enabled=True, top_k=5, epochs=2))
+    pool, vectors, models = _synthetic_stage3(cfg)
     features = feature_frame(pool, None)
-    models = fit_fold_models(features.filter(pl.col("fda_id").is_in(gold["fda_id"].unique().implode())), gold,
-                             cfg, vectors)
     assert models.full_adapter is not None and len(models.full.known.links) > 0
     expected = links_frame(with_ranks(decide(apply_fold_models(features, models, vectors), cfg), models, vectors,
                                       cfg))
@@ -304,19 +311,11 @@ def test_rank_pool_reads_the_top_pairs_vectors_only_and_ranks_as_with_every_vect
 
 
 def test_the_company_contest_moves_top_pairs_only_and_ranks_one_device_as_the_whole_pool():
-    from meddevkg_core import scale_bench
-    from meddevkg_core.config import CompanyContestConfig, PipelineConfig
+    from meddevkg_core.config import CompanyContestConfig
     from meddevkg_core.rerank import RivalPool
-    from meddevkg_core.text_adapter import Vectors
 
-    corpus = scale_bench.synthetic_corpus(3_000, 20, seed=0)
-    inputs = scale_bench.stage2_inputs(corpus, PipelineConfig())
-    pool = generate_candidates(inputs, PipelineConfig().candidates)
-    gold = scale_bench.synthetic_gold(pool, n_devices=8, seed=0)
-    vectors = Vectors.of_inputs(inputs)
     cfg = RerankConfig(n_estimators=20, folds=4, company_contest=CompanyContestConfig(top_k=10, weight=1.0))
-    gold_rows = pl.col("fda_id").is_in(gold["fda_id"].unique().implode())
-    models = fit_fold_models(feature_frame(pool, None).filter(gold_rows), gold, cfg, vectors)
+    pool, vectors, models = _synthetic_stage3(cfg)
     devices = _embeddings(vectors.device_ids, vectors.device_vectors)
 
     def no_patents(_: pl.Series) -> pl.DataFrame:
