@@ -89,12 +89,20 @@ def contested_logits(top: pl.DataFrame, pool: pl.DataFrame, model_for: ModelFor,
                  .unique(["_row", "line_mate"], keep="first"))
         # the device's own pair competes with the probability it was ranked by
         value = pl.when(pl.col("line_mate") == pl.col("fda_id")).then(pl.col("_own")).otherwise(pl.col("_rival"))
-        lse = (pairs.with_columns(value.alias("_v")).with_columns(pl.col("_v").max().over("_row").alias("_m"))
-               .group_by("_row").agg((pl.col("_m").first() + (pl.col("_v") - pl.col("_m")).exp().sum().log())
-                                     .alias("_lse")))
-        at = lse["_row"].to_numpy()
-        out[at] = own[at] + weight * (own[at] - lse["_lse"].to_numpy())
+        at, lse = _logsumexp_by_row(pairs.select("_row", "line_mate", value.alias("_v")))
+        out[at] = own[at] + weight * (own[at] - lse)
     return out
+
+
+def _logsumexp_by_row(values: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, logsumexp of `_v` per `_row`), summed in rival order: two pairs with the same rivals get
+    exactly the same score, so their tie goes by patent id wherever a device is ranked."""
+    values = values.sort("_row", "line_mate")
+    rows, v = values["_row"].to_numpy(), values["_v"].to_numpy()
+    starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
+    peak = np.maximum.reduceat(v, starts)
+    total = np.add.reduceat(np.exp(v - np.repeat(peak, np.diff(np.r_[starts, len(v)]))), starts)
+    return rows[starts], peak + np.log(total)
 
 
 def contest_order(device_ids: list[str], pat_ids: np.ndarray, probabilities: np.ndarray, pool: pl.DataFrame,

@@ -121,3 +121,19 @@ def test_blocks_break_ties_by_patent_id_as_the_links_do():
     place[np.argsort(-block, kind="stable")] = np.arange(1, 5)
     assert dict(zip(np.array(["p1", "p2", "p3", "p4"])[columns], place.tolist(), strict=True)) == {
         "p1": 3, "p2": 1, "p3": 2, "p4": 4}
+
+
+def test_pairs_with_the_same_rivals_score_exactly_the_same_whatever_the_rows_order():
+    """Summed in the joins' order, 11 of these 50 devices scored their 30 identical patents apart by
+    an ulp, and such ties then went one way in the links and another in the benchmark's rankings."""
+    rng = np.random.default_rng(1)
+    devices, patents = [f"D{i:04d}" for i in range(300)], [f"p{j:04d}" for j in range(200)]
+    q = rng.uniform(0.05, 0.95, len(devices))
+    rows = [(d, p, float(x)) for p in patents for d, x in zip(devices, q, strict=True)]
+    pool = pl.DataFrame([rows[i] for i in rng.permutation(len(rows))], orient="row",
+                        schema={"fda_id": pl.String, "pat_id": pl.String, "q": pl.Float64}).with_columns(
+        pl.lit(1).alias("is_same_company"))
+    top = pl.DataFrame({"fda_id": np.repeat(devices[:50], 30).tolist(), "pat_id": patents[:30] * 50,
+                        "probability": np.repeat(q[:50], 30)})
+    got = contested_logits(top, pool, lambda _: ColumnModel("q"), None, NO_LINES, 0.5).reshape(50, 30)
+    assert (got.max(axis=1) == got.min(axis=1)).all()
