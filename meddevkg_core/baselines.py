@@ -227,7 +227,7 @@ def top_k(scorer: Scorer, device_ids: Sequence[str], patent_ids: Sequence[str], 
           ) -> pl.DataFrame:
     """Per-device top-k as TOP_K (rank 1 = best; ties by pat_id ascending)."""
     _check_patents(scorer, patent_ids)
-    order = _PatentOrder.of(patent_ids)
+    order = PatentOrder.of(patent_ids)
     frames = [order.top_k_frame(ids, m, k) for ids, m in all_pair_scores_iter(scorer, device_ids, block)]
     return pl.concat(frames) if frames else pl.DataFrame(schema=TOP_K)
 
@@ -236,7 +236,7 @@ def exact_gold_ranks(scorer: Scorer, device_ids: Sequence[str], patent_ids: Sequ
                      block: int = 64) -> pl.DataFrame:
     """Rank of every gold pair among ALL patents of its device (not capped at k), as GOLD_RANKS."""
     _check_patents(scorer, patent_ids)
-    order = _PatentOrder.of(patent_ids)
+    order = PatentOrder.of(patent_ids)
     ranks = _GoldRanker.of(gold, device_ids, patent_ids, order)
     for ids, m in all_pair_scores_iter(scorer, device_ids, block):
         ranks.update(ids, m)
@@ -266,7 +266,7 @@ def run_scorer_reordered(scorer: Scorer, reorder: Callable[[list[str], np.ndarra
     the same pass: each device's reordered top-k, gold ranks and metrics, with the first run's curve
     (a per-device order says nothing about a cut-off across devices)."""
     _check_patents(scorer, patent_ids)
-    order = _PatentOrder.of(patent_ids)
+    order = PatentOrder.of(patent_ids)
     rankers = [_GoldRanker.of(gold, device_ids, patent_ids, order) for _ in range(1 if reorder is None else 2)]
     frames: list[list[pl.DataFrame]] = [[] for _ in rankers]
 
@@ -314,7 +314,7 @@ def _pair_positions(pairs: pl.DataFrame, device_ids: Sequence[str], patent_ids: 
 
 
 @dataclass(frozen=True)
-class _PatentOrder:
+class PatentOrder:
     """Columns permuted into pat_id-ascending order, so a stable sort on -score breaks ties by pat_id."""
 
     perm: np.ndarray
@@ -322,24 +322,25 @@ class _PatentOrder:
     position: np.ndarray  # position[col] = place of column col in pat_id order
 
     @classmethod
-    def of(cls, patent_ids: Sequence[str]) -> _PatentOrder:
+    def of(cls, patent_ids: Sequence[str]) -> PatentOrder:
         ids = np.asarray(list(patent_ids), dtype=object)
         perm = np.argsort(ids.astype(str), kind="stable")
         position = np.empty(len(perm), dtype=np.int64)
         position[perm] = np.arange(len(perm))
         return cls(perm=perm, sorted_ids=ids[perm], position=position)
 
+    def top_k_columns(self, matrix: np.ndarray, k: int) -> np.ndarray:
+        """Each row's min(k, columns) best columns (indices of `matrix`), best first, ties to the
+        lower pat_id, NaN last."""
+        m = self._permuted(matrix)
+        return self.perm[self._top_k(m, min(k, m.shape[1]))]
+
     def top_k_frame(self, device_ids: list[str], matrix: np.ndarray, k: int) -> pl.DataFrame:
-        m = _finite(np.asarray(matrix, dtype=np.float64)[:, self.perm])
-        n = m.shape[1]
-        kk = min(k, n)
+        m = self._permuted(matrix)
+        kk = min(k, m.shape[1])
         if kk <= 0 or not device_ids:
             return pl.DataFrame(schema=TOP_K)
-        cols = np.empty((len(device_ids), kk), dtype=np.int64)
-        kth = np.partition(m, n - kk, axis=1)[:, n - kk]
-        for i, row in enumerate(m):
-            cand = np.flatnonzero(row >= kth[i])  # ascending column = ascending pat_id
-            cols[i] = cand[np.argsort(-row[cand], kind="stable")][:kk]
+        cols = self._top_k(m, kk)
         return pl.DataFrame(
             {
                 "fda_id": np.repeat(np.asarray(device_ids, dtype=object), kk),
@@ -350,19 +351,35 @@ class _PatentOrder:
             schema=TOP_K,
         )
 
+    def _permuted(self, matrix: np.ndarray) -> np.ndarray:
+        return _finite(np.asarray(matrix, dtype=np.float64)[:, self.perm])
+
+    @staticmethod
+    def _top_k(m: np.ndarray, kk: int) -> np.ndarray:
+        """Columns of `m` (already in pat_id order) of each row's kk highest scores, best first."""
+        n = m.shape[1]
+        cols = np.empty((m.shape[0], max(kk, 0)), dtype=np.int64)
+        if kk <= 0:
+            return cols
+        kth = np.partition(m, n - kk, axis=1)[:, n - kk]
+        for i, row in enumerate(m):
+            cand = np.flatnonzero(row >= kth[i])  # ascending column = ascending pat_id
+            cols[i] = cand[np.argsort(-row[cand], kind="stable")][:kk]
+        return cols
+
 
 @dataclass
 class _GoldRanker:
     """Exact gold ranks: 1 + #higher scores + #equal scores with a smaller pat_id."""
 
     gold: pl.DataFrame  # fda_id, pat_id: every distinct gold pair, in corpus or not
-    order: _PatentOrder
+    order: PatentOrder
     col_of: dict[str, int]
     cols_by_device: dict[str, list[int]]
     found: dict[tuple[str, int], int]
 
     @classmethod
-    def of(cls, gold: pl.DataFrame, device_ids: Sequence[str], patent_ids: Sequence[str], order: _PatentOrder
+    def of(cls, gold: pl.DataFrame, device_ids: Sequence[str], patent_ids: Sequence[str], order: PatentOrder
            ) -> _GoldRanker:
         col_of = {p: j for j, p in enumerate(patent_ids)}
         known = set(device_ids)

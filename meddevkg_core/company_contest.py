@@ -30,6 +30,7 @@ import polars as pl
 from meddevkg_core.config import CompanyContestConfig
 
 if TYPE_CHECKING:
+    from meddevkg_core.baselines import PatentOrder
     from meddevkg_core.rerank import RerankerModel
     from meddevkg_core.text_adapter import Vectors
 
@@ -107,17 +108,20 @@ def _logsumexp_by_row(values: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 def contest_order(device_ids: list[str], pat_ids: np.ndarray, probabilities: np.ndarray, pool: pl.DataFrame,
                   model_for: ModelFor, vectors: Vectors | None, lines: pl.DataFrame,
-                  cfg: CompanyContestConfig) -> np.ndarray:
+                  cfg: CompanyContestConfig, order: PatentOrder | None = None) -> np.ndarray:
     """Block scores (devices x patents `pat_ids`) with each device's top_k pairs above every
     probability, in their contested order (ties to the higher probability, then the lower patent id,
-    as `contest_ranks` breaks them); the rest as given."""
+    as `contest_ranks` breaks them); the rest as given. `order`: `PatentOrder.of(pat_ids)`, which a
+    caller scoring many blocks builds once."""
     out = probabilities.astype(np.float64, copy=True)
     k = min(cfg.top_k, probabilities.shape[1])
     if k == 0 or not device_ids:
         return out
-    by_id = np.empty(len(pat_ids), np.int64)
-    by_id[np.argsort(np.asarray(pat_ids).astype(str), kind="stable")] = np.arange(len(pat_ids))
-    tops = np.stack([np.lexsort((by_id, -row.astype(np.float64)))[:k] for row in probabilities])
+    if order is None:
+        from meddevkg_core.baselines import PatentOrder  # not at import: bm25s would load with Stage 3
+
+        order = PatentOrder.of(pat_ids)
+    tops = order.top_k_columns(probabilities, k)
     top = pl.DataFrame({"fda_id": np.repeat(np.asarray(device_ids, dtype=object), k).tolist(),
                         "pat_id": pat_ids[tops].ravel().tolist(),
                         "probability": np.take_along_axis(probabilities, tops, axis=1).ravel()},

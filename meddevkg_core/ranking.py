@@ -16,7 +16,7 @@ from functools import cached_property
 import numpy as np
 import polars as pl
 
-from meddevkg_core.baselines import ScorerRun, run_scorer_reordered
+from meddevkg_core.baselines import PatentOrder, ScorerRun, run_scorer_reordered
 from meddevkg_core.candidates import Stage2Inputs, admission, block_frame, score_blocks
 from meddevkg_core.company_contest import catalogue_lines, contest_order
 from meddevkg_core.config import PipelineConfig
@@ -64,18 +64,21 @@ class PipelineScorer:
         return np.asarray(self._inputs.patent_ids, dtype=object)
 
     @cached_property
-    def _contest(self) -> tuple[pl.DataFrame, pl.DataFrame]:
+    def _contest(self) -> tuple[pl.DataFrame, pl.DataFrame, PatentOrder]:
+        """Built once for every block: the pool's company-matched feature rows (the pool features
+        read each device's whole pool first), the product lines and the patents' id order."""
         if self._candidates is None:
             raise ValueError("the company contest orders a device's pairs against the pool's: pass the candidates")
-        return (feature_frame(self._candidates, self._ce),
-                catalogue_lines(self._vectors, self._config.rerank.company_contest))
+        rivals = feature_frame(self._candidates, self._ce).filter(pl.col("is_same_company") == 1)
+        return (rivals, catalogue_lines(self._vectors, self._config.rerank.company_contest),
+                PatentOrder.of(self._inputs.patent_ids))
 
     def contest(self, device_ids: list[str], probabilities: np.ndarray) -> np.ndarray:
         """A block of `score_block` with each device's top pairs in their final order (company_contest)."""
-        pool, lines = self._contest
-        return contest_order(device_ids, self._patent_ids, probabilities, pool,
+        rivals, lines, order = self._contest
+        return contest_order(device_ids, self._patent_ids, probabilities, rivals,
                              lambda d: self._models.model_for(d)[0], self._vectors, lines,
-                             self._config.rerank.company_contest)
+                             self._config.rerank.company_contest, order)
 
     def fuse(self, device_ids: list[str], probabilities: np.ndarray) -> np.ndarray:
         """A block of `score_block` with each device's top pairs in their final order (text_adapter)."""
