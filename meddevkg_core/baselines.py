@@ -26,9 +26,7 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from meddevkg_core.curves import recall_volume_curve
 from meddevkg_core.embeddings import l2_normalise
 from meddevkg_core.evaluation import rank_metrics
-
-TOP_K = pl.Schema({"fda_id": pl.String, "pat_id": pl.String, "score": pl.Float64, "rank": pl.Int32})
-"""Per-device top-k: rank 1 = best, ties broken by pat_id ascending."""
+from meddevkg_core.patent_order import TOP_K, PatentOrder, finite
 
 GOLD_RANKS = pl.Schema({"fda_id": pl.String, "pat_id": pl.String, "rank": pl.Int64})
 """Exact rank of each gold pair among all patents (null when the pair is not in the corpus)."""
@@ -201,7 +199,7 @@ class FusionScorer:
         weights = self.weights or (1.0,) * len(self.scorers)
         out = np.zeros((len(device_rows), self.n_patents), dtype=np.float64)
         for scorer, weight in zip(self.scorers, weights, strict=True):
-            scores = _finite(np.asarray(scorer.score_block(device_rows), dtype=np.float64))
+            scores = finite(np.asarray(scorer.score_block(device_rows), dtype=np.float64))
             out += weight / (self.k + rankdata(-scores, method="average", axis=1))
         return out
 
@@ -290,11 +288,6 @@ def run_scorer_reordered(scorer: Scorer, reorder: Callable[[list[str], np.ndarra
 # --------------------------------------------------------------------------- internals
 
 
-def _finite(m: np.ndarray) -> np.ndarray:
-    """NaN ranks last: a missing score must never look like a hit."""
-    return np.where(np.isnan(m), -np.inf, m)
-
-
 def _check_patents(scorer: Scorer, patent_ids: Sequence[str]) -> None:
     if scorer.n_patents != len(patent_ids):
         raise ValueError(f"scorer has {scorer.n_patents} patents, {len(patent_ids)} patent ids given")
@@ -311,61 +304,6 @@ def _pair_positions(pairs: pl.DataFrame, device_ids: Sequence[str], patent_ids: 
         pl.DataFrame({"pat_id": list(patent_ids), "col": np.arange(len(patent_ids))},
                      schema={"pat_id": pl.String, "col": pl.Int64}), on="pat_id")
     return index["row"].to_numpy(), index["col"].to_numpy()
-
-
-@dataclass(frozen=True)
-class PatentOrder:
-    """Columns permuted into pat_id-ascending order, so a stable sort on -score breaks ties by pat_id."""
-
-    perm: np.ndarray
-    sorted_ids: np.ndarray
-    position: np.ndarray  # position[col] = place of column col in pat_id order
-
-    @classmethod
-    def of(cls, patent_ids: Sequence[str]) -> PatentOrder:
-        ids = np.asarray(list(patent_ids), dtype=object)
-        perm = np.argsort(ids.astype(str), kind="stable")
-        position = np.empty(len(perm), dtype=np.int64)
-        position[perm] = np.arange(len(perm))
-        return cls(perm=perm, sorted_ids=ids[perm], position=position)
-
-    def top_k_columns(self, matrix: np.ndarray, k: int) -> np.ndarray:
-        """Each row's min(k, columns) best columns (indices of `matrix`), best first, ties to the
-        lower pat_id, NaN last."""
-        m = self._permuted(matrix)
-        return self.perm[self._top_k(m, min(k, m.shape[1]))]
-
-    def top_k_frame(self, device_ids: list[str], matrix: np.ndarray, k: int) -> pl.DataFrame:
-        m = self._permuted(matrix)
-        kk = min(k, m.shape[1])
-        if kk <= 0 or not device_ids:
-            return pl.DataFrame(schema=TOP_K)
-        cols = self._top_k(m, kk)
-        return pl.DataFrame(
-            {
-                "fda_id": np.repeat(np.asarray(device_ids, dtype=object), kk),
-                "pat_id": self.sorted_ids[cols.ravel()],
-                "score": np.take_along_axis(m, cols, axis=1).ravel(),
-                "rank": np.tile(np.arange(1, kk + 1, dtype=np.int32), len(device_ids)),
-            },
-            schema=TOP_K,
-        )
-
-    def _permuted(self, matrix: np.ndarray) -> np.ndarray:
-        return _finite(np.asarray(matrix, dtype=np.float64)[:, self.perm])
-
-    @staticmethod
-    def _top_k(m: np.ndarray, kk: int) -> np.ndarray:
-        """Columns of `m` (already in pat_id order) of each row's kk highest scores, best first."""
-        n = m.shape[1]
-        cols = np.empty((m.shape[0], max(kk, 0)), dtype=np.int64)
-        if kk <= 0:
-            return cols
-        kth = np.partition(m, n - kk, axis=1)[:, n - kk]
-        for i, row in enumerate(m):
-            cand = np.flatnonzero(row >= kth[i])  # ascending column = ascending pat_id
-            cols[i] = cand[np.argsort(-row[cand], kind="stable")][:kk]
-        return cols
 
 
 @dataclass
@@ -396,7 +334,7 @@ class _GoldRanker:
             cols = self.cols_by_device.get(fda_id)
             if not cols:
                 continue
-            row = _finite(np.asarray(matrix[i], dtype=np.float64))
+            row = finite(np.asarray(matrix[i], dtype=np.float64))
             for col in cols:
                 s, pos = row[col], self.order.position[col]
                 tied_before = np.count_nonzero((row == s) & (self.order.position < pos))

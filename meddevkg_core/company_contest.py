@@ -28,9 +28,9 @@ import numpy as np
 import polars as pl
 
 from meddevkg_core.config import CompanyContestConfig
+from meddevkg_core.patent_order import PatentOrder
 
 if TYPE_CHECKING:
-    from meddevkg_core.baselines import PatentOrder
     from meddevkg_core.rerank import RerankerModel
     from meddevkg_core.text_adapter import Vectors
 
@@ -117,11 +117,7 @@ def contest_order(device_ids: list[str], pat_ids: np.ndarray, probabilities: np.
     k = min(cfg.top_k, probabilities.shape[1])
     if k == 0 or not device_ids:
         return out
-    if order is None:
-        from meddevkg_core.baselines import PatentOrder  # not at import: bm25s would load with Stage 3
-
-        order = PatentOrder.of(pat_ids)
-    tops = order.top_k_columns(probabilities, k)
+    tops = (order or PatentOrder.of(pat_ids)).top_k_columns(probabilities, k)
     top = pl.DataFrame({"fda_id": np.repeat(np.asarray(device_ids, dtype=object), k).tolist(),
                         "pat_id": pat_ids[tops].ravel().tolist(),
                         "probability": np.take_along_axis(probabilities, tops, axis=1).ravel()},
