@@ -33,6 +33,7 @@ from meddevkg_core.candidates import generate_candidates
 from meddevkg_core.config import PipelineConfig
 from meddevkg_core.corpus import Corpus
 from meddevkg_core.curves import pairs_for_recall
+from meddevkg_core.device_activity import GRANTED_AFTER_LAST_DECISION, dormant
 from meddevkg_core.embeddings import embedding_matrix
 from meddevkg_core.evaluation import evaluate_links
 from meddevkg_core.pipeline import LinkRun, Models, PreparedCorpus, Timer, link, notes, prepare
@@ -264,6 +265,7 @@ def run_benchmark(corpus: Corpus, models: Models, config: PipelineConfig, out: s
         "link_set": {**_link_figures(evaluation), **hard_negative_fpr(main.links, gold),
                      "fpr_at_recall_90": hard_negative_fpr_at_recall(main.links, gold, 0.90),
                      "labeled_pairs": labeled_negative_fpr(main.links, corpus.labeled_pairs),
+                     "dormant_pairs": dormant_pair_counts(main.candidates, gold, config.rerank.dormant_device_years),
                      "threshold_full_model": main.models.full.threshold},
         "ablations": ablation_figures,
         "fixed_thresholds": fixed,
@@ -284,6 +286,16 @@ def run_benchmark(corpus: Corpus, models: Models, config: PipelineConfig, out: s
         how="left").sort("fda_id", "rank")
     _write(out, main, rankings, report)
     return BenchmarkResult(report, main, rankings, prepared)
+
+
+def dormant_pair_counts(candidates: pl.DataFrame, gold: pl.DataFrame, years: int | None) -> dict[str, int | None]:
+    """Pool pairs the dormancy rule scales down (RerankConfig.dormant_device_years), and how many of
+    them are gold: a rule read off the devices' dates, so its cost on the gold is counted here."""
+    if years is None or GRANTED_AFTER_LAST_DECISION not in candidates.columns:
+        return {"pool": None, "gold": None, "years": years}
+    hit = candidates.filter(pl.Series(dormant(candidates[GRANTED_AFTER_LAST_DECISION].fill_null(np.nan).to_numpy(),
+                                              years)))
+    return {"pool": hit.height, "gold": hit.join(gold, on=["fda_id", "pat_id"], how="semi").height, "years": years}
 
 
 def _supplement_counts(corpus: Corpus) -> dict[str, int | None]:

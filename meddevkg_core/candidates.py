@@ -18,6 +18,7 @@ import polars as pl
 
 from meddevkg_core import schemas
 from meddevkg_core.config import Admission, CandidateConfig
+from meddevkg_core.device_activity import GRANTED_AFTER_LAST_DECISION
 from meddevkg_core.entity_match import EntityMatcher
 from meddevkg_core.progress import Progress, no_progress
 from meddevkg_core.siblings import SiblingIndex
@@ -47,6 +48,11 @@ class Stage2Inputs:
     device_words: Mapping[str, frozenset[str]] = field(default_factory=dict)
     """The words of each device's label head (device_names), when the texts are known: Stage 3
     compares product lines by them."""
+    last_decision_year: np.ndarray | None = None
+    """Per device row, the year of its latest FDA decision (device_activity; NaN unknown), when
+    its supplements are known; with `grant_year`, the pool's granted_after_last_decision."""
+    grant_year: np.ndarray | None = None
+    """Per patent column, its grant year (NaN unknown)."""
 
     @cached_property
     def patent_moments(self) -> tuple[np.ndarray, np.ndarray]:
@@ -145,6 +151,8 @@ class BlockScores:
     patent_std: np.ndarray
     rows: np.ndarray  # (devices of the block,) their rows in the inputs
     siblings: SiblingIndex
+    last_decision_year: np.ndarray | None = None  # (devices of the block,) float32, NaN unknown
+    grant_year: np.ndarray | None = None  # (patents,) float32, NaN unknown
 
     @property
     def total(self) -> np.ndarray:
@@ -167,6 +175,12 @@ class BlockScores:
         sim = self.sim[rows, cols]
         return ((sim - self.device_mean[rows]) / self.device_std[rows],
                 (sim - self.patent_mean[cols]) / self.patent_std[cols])
+
+    def granted_after_at(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """Grant year minus the device's latest decision year of the selected pairs (NaN unknown)."""
+        if self.last_decision_year is None or self.grant_year is None:
+            return np.full(len(rows), np.nan, np.float32)
+        return self.grant_year[cols] - self.last_decision_year[rows]
 
     def sibling_features_at(self, rows: np.ndarray, cols: np.ndarray) -> dict[str, np.ndarray]:
         """SIBLING_FEATURES (siblings) of the selected pairs, by name."""
@@ -219,7 +233,9 @@ def score_blocks(inputs: Stage2Inputs, cfg: CandidateConfig, device_ids: list[st
                 via_deal[i, c_cols[lo:hi]] = c_deal[lo:hi]
         scores = BlockScores(block, sim, comp, vector_points(sim, cfg), ent.score, ent.core,
                              ent.tier_s, ent.matches, via_deal, lexical, dossier, d_mean[rows_all], d_std[rows_all],
-                             p_mean, p_std, np.asarray(rows_all, np.int64), siblings)
+                             p_mean, p_std, np.asarray(rows_all, np.int64), siblings,
+                             None if inputs.last_decision_year is None else inputs.last_decision_year[rows_all],
+                             inputs.grant_year)
         # drop this generator's own references before yielding, so the caller's `del` frees the block
         # before the next one is scored (otherwise two blocks of dense arrays are alive at once)
         del sim, comp, via_deal, ent, lexical, dossier
@@ -278,6 +294,7 @@ def score_columns(scores: BlockScores, rows: np.ndarray, cols: np.ndarray) -> di
         "lexical": scores.lexical[rows, cols],
         "dossier_lexical": scores.dossier[rows, cols],
         **scores.sibling_features_at(rows, cols),
+        GRANTED_AFTER_LAST_DECISION: scores.granted_after_at(rows, cols),
     }
 
 
@@ -333,7 +350,8 @@ _NUMERIC = {"sim": pl.Float32, "score_company": pl.Int16, "score_vector": pl.Int
             "score_total": pl.Float32, "entity_matches": pl.Int16, "tier_s_match": pl.Boolean,
             "company_via_deal": pl.Boolean, "sim_z_device": pl.Float32, "sim_z_patent": pl.Float32,
             "lexical": pl.Float32, "dossier_lexical": pl.Float32, "sibling_sim_margin": pl.Float32,
-            "sibling_lexical_margin": pl.Float32, "company_device_count": pl.Int16}
+            "sibling_lexical_margin": pl.Float32, "company_device_count": pl.Int16,
+            GRANTED_AFTER_LAST_DECISION: pl.Float32}
 """The pool columns kept per block as numpy arrays of their own dtype (the others are codes)."""
 
 

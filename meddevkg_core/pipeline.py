@@ -21,6 +21,7 @@ from meddevkg_core.companies import CompanyResolver, company_match_table
 from meddevkg_core.config import PipelineConfig
 from meddevkg_core.corpus import Corpus
 from meddevkg_core.cross_encoder import PairScorer, score_candidate_pairs
+from meddevkg_core.device_activity import grant_years_of, last_decision_years
 from meddevkg_core.device_names import head_words_of
 from meddevkg_core.dossier import device_dossiers
 from meddevkg_core.embeddings import EmbeddingCache, Encoder, embed_documents, embedding_matrix
@@ -65,14 +66,15 @@ def stage2_inputs(device_embeddings: pl.DataFrame, patent_embeddings: pl.DataFra
                   devices: pl.DataFrame | None = None, patents: pl.DataFrame | None = None,
                   supplements: pl.DataFrame | None = None) -> Stage2Inputs:
     """Stage-2 inputs aligned by row; with device and patent texts, also a TF-IDF lexical scorer,
-    and with the devices' supplements (even none), one over their dossiers (dossier). The device
-    texts also give each device's label-head words (device_names)."""
+    and with the devices' supplements (even none), one over their dossiers (dossier) and the
+    devices' latest FDA decisions (device_activity). The device texts also give each device's
+    label-head words (device_names)."""
     device_ids, device_vectors = embedding_matrix(device_embeddings)
     patent_ids, patent_vectors = embedding_matrix(patent_embeddings)
     cfg = config.candidates
     matcher = EntityMatcher(doc_keys(device_mentions, ontology, cfg), doc_keys(patent_mentions, ontology, cfg),
                             patent_ids, cfg)
-    lexical = dossier = None
+    lexical = dossier = last_decision = grant_year = None
     words = head_words_of(devices.select("fda_id", "text").iter_rows()) if devices is not None else {}
     if devices is not None and patents is not None:
         dev_text = dict(devices.select("fda_id", "text").iter_rows())
@@ -81,10 +83,12 @@ def stage2_inputs(device_embeddings: pl.DataFrame, patent_embeddings: pl.DataFra
         if supplements is not None:
             dossiers = device_dossiers(devices, supplements)
             views.append([dossiers[d] for d in device_ids])
+            last_decision = last_decision_years(devices, supplements, device_ids)
+            grant_year = grant_years_of(patents, patent_ids)
         lexical, *rest = TfidfScorer.fit_views(views, [pat_text[p] for p in patent_ids])
         dossier = rest[0] if rest else None
     return Stage2Inputs(device_ids, device_vectors, patent_ids, patent_vectors, company_matches, matcher, lexical,
-                        dossier, words)
+                        dossier, words, last_decision, grant_year)
 
 
 def rerank(candidates: pl.DataFrame, ce_scores: pl.DataFrame | None, gold: pl.DataFrame,

@@ -25,6 +25,13 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
 
 
+def _dormant(counts: dict) -> str:
+    if counts.get("pool") is None:
+        return ""
+    return (f" Pool pairs whose patent was granted more than {counts['years']} years after the device's latest FDA "
+            f"decision, scaled down: {_fmt(counts['pool'])}, of which gold: {_fmt(counts['gold'])}.")
+
+
 def _dossiers(corpus: dict) -> str:
     if corpus.get("supplements") is None:
         return "No FDA records read (--fda-pma): the dossier score is missing."
@@ -83,7 +90,8 @@ def render_markdown(report: dict) -> str:
         f"{_fmt(link['fpr'], True)} of {link['hard_negatives']}; on the labelled file's negatives: "
         f"{_fmt(labeled.get('fpr'), True)} of {labeled.get('labeled_negatives', 0)}. "
         f"Out-of-fold ROC point: FPR on hard negatives at 90% recall of all gold pairs "
-        f"{_fmt(link.get('fpr_at_recall_90'), True)} (the ablation target_recall_0.90 is the nested operating point).",
+        f"{_fmt(link.get('fpr_at_recall_90'), True)} (the ablation target_recall_0.90 is the nested operating point)."
+        + _dormant(link.get("dormant_pairs") or {}),
         f"Paper: {PAPER['stage2']}; {PAPER['stage3']}; {PAPER['fpr']}.",
         "## Ablations (Stage 2 + 3 rerun on the same features)",
         _table(["variant", "pool share", "pool recall", "link share", "link recall", "FPR hard neg."], abl_rows)

@@ -22,6 +22,7 @@ from sklearn.model_selection import GroupKFold
 from meddevkg_core import schemas
 from meddevkg_core.company_contest import catalogue_lines, contest_ranks
 from meddevkg_core.config import Admission, RerankConfig
+from meddevkg_core.device_activity import DORMANT_FACTOR, GRANTED_AFTER_LAST_DECISION, dormant
 from meddevkg_core.known_links import KNOWN_LINK_FEATURES, KnownLinks
 from meddevkg_core.pair_features import POOL_FEATURES, YEAR_FEATURES, with_derived_features
 from meddevkg_core.siblings import SIBLING_FEATURES
@@ -141,12 +142,20 @@ class RerankerModel:
     """The other members of a bag (RerankConfig.bagging); the probability is the members' mean."""
     known: KnownLinks = KnownLinks()
     """Its training devices' gold links and embeddings, for KNOWN_LINK_FEATURES."""
+    dormant_device_years: int | None = None
+    """RerankConfig.dormant_device_years when it was trained (None in models saved before it)."""
 
     @property
     def input_columns(self) -> tuple[str, ...]:
-        """Columns `predict` reads: its features, with the ids in place of those it derives itself."""
+        """Columns `predict` needs: its features, with the ids in place of those it derives itself."""
         own = [f for f in self.features if f not in KNOWN_LINK_FEATURES]
         return (*own, "fda_id", "pat_id") if len(own) < len(self.features) else tuple(own)
+
+    def columns_of(self, features: pl.DataFrame) -> pl.DataFrame:
+        """The columns of `features` that `predict` reads: `input_columns`, and the pair's years
+        after its device's latest FDA decision when the dormancy rule is on and the frame has them."""
+        rule = self.dormant_device_years is not None and GRANTED_AFTER_LAST_DECISION in features.columns
+        return features.select(*self.input_columns, *([GRANTED_AFTER_LAST_DECISION] if rule else []))
 
     @cached_property
     def _boosters(self) -> tuple[xgb.Booster, ...]:
@@ -169,7 +178,11 @@ class RerankerModel:
         for booster in self._boosters:
             booster.set_param({"nthread": _threads(features.height)})
             out += booster.inplace_predict(x)
-        return (out / len(self._boosters)).astype(np.float32)
+        out /= len(self._boosters)
+        if self.dormant_device_years is not None and GRANTED_AFTER_LAST_DECISION in features.columns:
+            gap = features[GRANTED_AFTER_LAST_DECISION].cast(pl.Float32).fill_null(np.nan).to_numpy()
+            out[dormant(gap, self.dormant_device_years)] *= DORMANT_FACTOR
+        return out.astype(np.float32)
 
     def to_json(self) -> str:
         data = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -297,7 +310,7 @@ def train_reranker(labeled: pl.DataFrame, cfg: RerankConfig, inner_folds: int | 
         booster_json=boosters[0], threshold=threshold,
         n_train_pairs=train.height, n_train_devices=train["fda_id"].n_unique(),
         has_ai_score=bool(labeled["ai_score"].is_not_null().any()), features=feature_names(cfg),
-        bagged_json=tuple(boosters[1:]), known=known,
+        bagged_json=tuple(boosters[1:]), known=known, dormant_device_years=cfg.dormant_device_years,
     )
 
 
@@ -435,7 +448,7 @@ probability depends on that row only, so the chunking changes no value."""
 
 def _predict(model: RerankerModel, features: pl.DataFrame, rows: np.ndarray, vectors: Vectors | None) -> np.ndarray:
     out = np.empty(len(rows), np.float32)
-    columns = features.select(model.input_columns)
+    columns = model.columns_of(features)
     for start in range(0, len(rows), PREDICT_ROWS):
         part = rows[start:start + PREDICT_ROWS]
         out[start:start + len(part)] = model.predict(columns[part], vectors)

@@ -151,6 +151,7 @@ CANDIDATES = pl.Schema(
         "sibling_sim_margin": pl.Float32,
         "sibling_lexical_margin": pl.Float32,
         "company_device_count": pl.Int16,
+        "granted_after_last_decision": pl.Float32,
         "shared_terms": pl.String,
         "company_path": pl.String,
         "admitted_by": pl.String,

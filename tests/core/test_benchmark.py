@@ -153,6 +153,21 @@ def test_the_report_says_whether_fda_supplements_made_dossiers():
     assert _dossiers(_supplement_counts(read)) == "Dossiers: 3 FDA supplements of 2 devices (--fda-pma)."
 
 
+def test_the_report_counts_the_pool_pairs_the_dormancy_rule_scales_down():
+    from meddevkg_core.benchmark import dormant_pair_counts
+    from meddevkg_core.report import _dormant
+
+    pool = pl.DataFrame({"fda_id": ["A", "A", "A", "B"], "pat_id": ["g1", "n1", "n2", "g2"],
+                         "granted_after_last_decision": [5.0, 4.0, 1.0, float("nan")]})
+    gold = pl.DataFrame({"fda_id": ["A", "B"], "pat_id": ["g1", "g2"]})
+    counts = dormant_pair_counts(pool, gold, 3)
+    assert counts == {"pool": 2, "gold": 1, "years": 3}
+    assert _dormant(counts) == (" Pool pairs whose patent was granted more than 3 years after the device's latest "
+                                "FDA decision, scaled down: 2, of which gold: 1.")
+    off = dormant_pair_counts(pool, gold, None)
+    assert off["pool"] is None and _dormant(off) == ""
+
+
 def test_the_protocol_names_the_split_of_the_devices():
     shuffled = PipelineConfig(rerank=RerankConfig(fold_seed=3))
     assert _protocol(shuffled, 54).startswith("5 device-grouped folds over gold devices (devices shuffled with fold "

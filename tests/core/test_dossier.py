@@ -91,18 +91,18 @@ NO_COMPANY_MATCHES = pl.DataFrame(schema={"fda_id": pl.String, "pat_id": pl.Stri
                                           "company_path": pl.String})
 
 
-def _pool(devices: pl.DataFrame, supplements: pl.DataFrame | None) -> pl.DataFrame:
+def _pool(devices: pl.DataFrame, supplements: pl.DataFrame | None, patents: pl.DataFrame = PATENTS) -> pl.DataFrame:
     rng = np.random.default_rng(0)
     embeddings = {name: pl.DataFrame({"doc_id": ids, "content_hash": ids,
                                       "embedding": list(rng.normal(size=(len(ids), 8)).astype(np.float32))},
                                      schema=schemas.EMBEDDINGS)
-                  for name, ids in (("d", devices["fda_id"].to_list()), ("p", PATENTS["pat_id"].to_list()))}
+                  for name, ids in (("d", devices["fda_id"].to_list()), ("p", patents["pat_id"].to_list()))}
     config = PipelineConfig()
     everything = config.candidates.model_copy(update={"admission_threshold": -1.0})
     config = config.model_copy(update={"candidates": everything})
     inputs = stage2_inputs(embeddings["d"], embeddings["p"], schemas.empty(schemas.MENTIONS),
                            schemas.empty(schemas.MENTIONS), NO_COMPANY_MATCHES,
-                           load_meddevonto(), config, devices, PATENTS, supplements)
+                           load_meddevonto(), config, devices, patents, supplements)
     return generate_candidates(inputs, config.candidates).sort("fda_id", "pat_id")
 
 

@@ -36,12 +36,14 @@ def _inputs(corpus: scale_bench.SyntheticCorpus, cfg: CandidateConfig, company: 
 
 
 def _before_dossiers(new: pl.DataFrame) -> pl.DataFrame:
-    """`new` as the implementation before dossiers and siblings wrote it: without a dossier scorer
-    the score is NaN (like `lexical` without one), and the old frames hold the columns they did not
-    have as null (schemas.conform). The sibling margins are checked in test_siblings."""
-    assert new["dossier_lexical"].is_nan().all()
+    """`new` as the implementation before dossiers, siblings and decision years wrote it: without a
+    dossier scorer or decision years those columns are NaN (like `lexical` without one), and the old
+    frames hold the columns they did not have as null (schemas.conform). The sibling margins are
+    checked in test_siblings."""
+    assert new["dossier_lexical"].is_nan().all() and new["granted_after_last_decision"].is_nan().all()
     return new.with_columns(pl.lit(None, schemas.CANDIDATES[c]).alias(c) for c in (
-        "dossier_lexical", "sibling_sim_margin", "sibling_lexical_margin", "company_device_count"))
+        "dossier_lexical", "sibling_sim_margin", "sibling_lexical_margin", "company_device_count",
+        "granted_after_last_decision"))
 
 
 def _assert_same_pool(a: pl.DataFrame, b: pl.DataFrame, atol: float = 0.0) -> None:
