@@ -202,6 +202,7 @@ def test_fda_supplements_make_the_dossier_score_only_when_configured(harness, tm
     assert harness.materialize(partition_range=(keys[0], keys[-1])).success
     assert harness.table("pma_supplements").height == 0
     assert harness.table("candidate_pool")["dossier_lexical"].is_nan().all()  # no records read: missing
+    assert harness.table("candidate_pool")["granted_after_last_decision"].is_nan().all()  # nor decision years
 
     fda = tmp_path / "pma.parquet"  # fdadata_pma's own columns, a supplement of the first device only
     pl.DataFrame({"submission_number": [keys[0], f"{keys[0]}/S001", "P999999/S001"],
@@ -218,6 +219,10 @@ def test_fda_supplements_make_the_dossier_score_only_when_configured(harness, tm
     first, rest = pool.filter(pl.col("fda_id") == keys[0]), pool.filter(pl.col("fda_id") != keys[0])
     assert (first["dossier_lexical"] != first["lexical"]).any()  # the supplement's words count
     assert (rest["dossier_lexical"] - rest["lexical"]).abs().max() < 1e-6  # no supplements: the device's own text
+    # its latest FDA decision is the supplement's (2021): each patent's grant year minus 2021
+    granted = harness.table("patents").select("pat_id", pl.col("grant_date").cast(pl.Date).dt.year().alias("year"))
+    after = first.join(granted, on="pat_id").select(pl.col("year") - 2021 - pl.col("granted_after_last_decision"))
+    assert after.height == first.height and after.to_series().abs().max() == 0
     links = harness.table("reranked_links")
     assert links.height == pool.height
 
