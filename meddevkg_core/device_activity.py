@@ -10,7 +10,9 @@ P970002, last decided in 1998, had 9 patents granted in 2007 or later in its top
 patent at rank 12.
 
 Only with the devices' supplements (FDA records read): without them every device would look as
-old as its approval. A device with no supplement in the records counts from its approval date.
+old as its approval. A device with no supplement in the records counts from its approval date
+when the device table carries one (openFDA's PMA documents do); else it is undated, as the
+benchmark's 20 devices without supplements are (its device table has no dates).
 """
 
 from __future__ import annotations
