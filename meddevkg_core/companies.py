@@ -26,6 +26,7 @@ from rapidfuzz import fuzz, process
 
 from meddevkg_core import schemas
 from meddevkg_core.applications import grant_years
+from meddevkg_core.device_activity import LAST_DECISION_DATE
 
 MatchKind = Literal["same", "acquired", "acquirer", "former_owner", "partner"]
 Method = Literal["alias", "exact", "fuzzy", "unknown"]
@@ -152,8 +153,9 @@ class Alliance:
 class Reach:
     """A company a device company reaches, the evidence, and the dates it holds for.
 
-    `valid_from`/`valid_until` bound the device's approval date; `patent_from`/`patent_until`, set
-    only for a former owner, bound the patent's grant date (the years the owner held the line).
+    `valid_from`/`valid_until` bound the years the device was on the market (`holds`);
+    `patent_from`/`patent_until`, set only for a former owner, bound the patent's grant date (the
+    years the owner held the line).
     """
 
     target: str
@@ -165,10 +167,17 @@ class Reach:
     patent_from: date | None = None
     patent_until: date | None = None
 
-    def holds(self, when: date | None) -> bool:
+    def holds(self, when: date | None, last: date | None = None) -> bool:
+        """Whether the reach held while a device approved on `when` was on the market: up to its
+        latest FDA decision `last` (a supplement), else on its approval day only.
+
+        A device stays its holder's product after a deal: the acquirer, or today's owner it is
+        filed under, marks the acquired company's patents on it from then on (CardioMEMS's sensor,
+        approved in 2014, bears CardioMEMS's patents under Abbott, its owner since 2017).
+        """
         if when is None:
             return True
-        if self.valid_from is not None and when < self.valid_from:
+        if self.valid_from is not None and max(when, last or when) < self.valid_from:
             return False
         return self.valid_until is None or when < self.valid_until
 
@@ -421,9 +430,10 @@ class CompanyResolver:
 
     def company_relation(
         self, device_company: str | None, device_date: date | None, patent_company: str | None,
-        patent_granted: date | int | None = None,
+        patent_granted: date | int | None = None, device_last_decision: date | None = None,
     ) -> CompanyMatch | None:
-        """How a patent's company relates to a device's company at the device's approval date.
+        """How a patent's company relates to a device's company while the device was on the market:
+        from its approval date to its latest FDA decision (`device_last_decision`, else the approval).
 
         `patent_granted` (a date or a year) is needed only by a former owner's patent window.
         """
@@ -431,7 +441,8 @@ class CompanyResolver:
         if dev is None or pat is None:
             return None
         for reach in self.reach(dev):
-            if reach.target == pat and reach.holds(device_date) and reach.covers(patent_granted):
+            if (reach.target == pat and reach.holds(device_date, device_last_decision)
+                    and reach.covers(patent_granted)):
                 return CompanyMatch(reach.kind, reach.path)
         return None
 
@@ -615,20 +626,20 @@ def company_match_table(devices: pl.DataFrame, patents: pl.DataFrame, resolver: 
     """Only the (device, patent) pairs whose companies match, with kind and evidence path.
 
     `devices`: fda_id, applicant, decision_date (several rows per fda_id = several names for the
-    device's holder, e.g. benchmark applicant and raw FDA sponsor; the best match wins).
+    device's holder, e.g. benchmark applicant and raw FDA sponsor; the best match wins), and
+    optionally last_decision_date (device_activity.with_last_decision): a deal then counts for a
+    device still decided on after it (`Reach.holds`).
     `patents`: pat_id, assignee (several names '; ' or '|' separated or run together, see
     `CompanyResolver.assignee_companies`; a patent matches if any of its companies does), and
     optionally grant_date; without it a US patent number gives the grant year, which a former
     owner's patent window needs (`Reach.covers`).
     Patents are grouped by company id first, so the work is proportional to the matches.
     """
-    dev = devices.select(
-        pl.col("fda_id").cast(pl.String),
-        pl.col("applicant").cast(pl.String),
-        (pl.col("decision_date").cast(pl.Date) if "decision_date" in devices.columns else pl.lit(None, pl.Date)).alias(
-            "decision_date"
-        ),
-    )
+    def optional_date(name: str) -> pl.Expr:
+        return (pl.col(name).cast(pl.Date) if name in devices.columns else pl.lit(None, pl.Date)).alias(name)
+
+    dev = devices.select(pl.col("fda_id").cast(pl.String), pl.col("applicant").cast(pl.String),
+                         optional_date("decision_date"), optional_date(LAST_DECISION_DATE))
     pat = patents.select(pl.col("pat_id").cast(pl.String), pl.col("assignee").cast(pl.String))
     dev = dev.join(_resolved_names(dev["applicant"], resolver), left_on="applicant", right_on="name")
     pat = (
@@ -640,10 +651,11 @@ def company_match_table(devices: pl.DataFrame, patents: pl.DataFrame, resolver: 
     )
     reach = _reach_frame(dev["company_id"].unique().to_list(), resolver)
     best = ["rank", "steps", "company_path"]
+    on_market_until = pl.max_horizontal("decision_date", LAST_DECISION_DATE)  # as Reach.holds
     holds = dev.join(reach, on="company_id").filter(
         pl.col("decision_date").is_null()
         | (
-            (pl.col("valid_from").is_null() | (pl.col("decision_date") >= pl.col("valid_from")))
+            (pl.col("valid_from").is_null() | (on_market_until >= pl.col("valid_from")))
             & (pl.col("valid_until").is_null() | (pl.col("decision_date") < pl.col("valid_until")))
         )
     )

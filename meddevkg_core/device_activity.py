@@ -13,6 +13,9 @@ Only with the devices' supplements (FDA records read): without them every device
 old as its approval. A device with no supplement in the records counts from its approval date
 when the device table carries one (openFDA's PMA documents do); else it is undated, as the
 benchmark's 20 devices without supplements are (its device table has no dates).
+
+The same latest decision bounds a device's time on the market for the company match
+(with_last_decision, companies.Reach.holds): a deal counts for a device still changed after it.
 """
 
 from __future__ import annotations
@@ -33,19 +36,42 @@ DORMANT_FACTOR = 1e-3
 as rejected, but above zero, so the model's order among such pairs stays readable."""
 
 
+LAST_DECISION_DATE = "last_decision_date"
+"""Device column (company_match_table): the date of the device's latest FDA decision."""
+
+
+def last_decision_dates(devices: pl.DataFrame, supplements: pl.DataFrame) -> pl.DataFrame:
+    """fda_id, last_decision_date: per device that has either, the latest of its own
+    `decision_date` (when the devices carry one) and its supplements' decision dates."""
+    def dates(frame: pl.DataFrame) -> pl.DataFrame:
+        if "decision_date" not in frame.columns:
+            return pl.DataFrame(schema={"fda_id": pl.String, LAST_DECISION_DATE: pl.Date})
+        return frame.select(pl.col("fda_id").cast(pl.String),
+                            pl.col("decision_date").cast(pl.Date, strict=False).alias(LAST_DECISION_DATE))
+
+    return (pl.concat([dates(devices), dates(supplements)]).drop_nulls()
+            .group_by("fda_id").agg(pl.col(LAST_DECISION_DATE).max()).sort("fda_id"))
+
+
+def with_last_decision(devices: pl.DataFrame, supplements: pl.DataFrame | None) -> pl.DataFrame:
+    """The devices with LAST_DECISION_DATE (null when unknown); unchanged without supplements.
+
+    A deal's date window in the company match (companies.Reach.holds) then covers the years the
+    device was on the market, not only its approval day."""
+    if supplements is None:
+        return devices
+    latest = last_decision_dates(devices, supplements)
+    return devices.drop(LAST_DECISION_DATE, strict=False).join(latest, on="fda_id", how="left",
+                                                                maintain_order="left")
+
+
 def last_decision_years(devices: pl.DataFrame, supplements: pl.DataFrame,
                         device_ids: Sequence[str]) -> np.ndarray:
     """Per device of `device_ids` (float32, NaN when unknown): the year of its latest FDA decision,
     its own `decision_date` (when the devices carry one) or a supplement's."""
-    def years(frame: pl.DataFrame) -> pl.DataFrame:
-        if "decision_date" not in frame.columns:
-            return pl.DataFrame(schema={"fda_id": pl.String, "year": pl.Int32})
-        return frame.select("fda_id", pl.col("decision_date").cast(pl.Date, strict=False).dt.year().alias("year"))
-
-    latest = (pl.concat([years(devices), years(supplements)], how="vertical_relaxed")
-              .group_by("fda_id").agg(pl.col("year").max()))
     wanted = pl.DataFrame({"fda_id": list(device_ids)}, schema={"fda_id": pl.String})
-    out = wanted.join(latest, on="fda_id", how="left", maintain_order="left")["year"]
+    latest = last_decision_dates(devices, supplements)
+    out = wanted.join(latest, on="fda_id", how="left", maintain_order="left")[LAST_DECISION_DATE].dt.year()
     return out.cast(pl.Float32).fill_null(np.nan).to_numpy()
 
 

@@ -189,6 +189,32 @@ def test_acquired_company_counts_from_the_close_date(default: CompanyResolver) -
     assert default.company_relation("ABBOTT", None, "ST JUDE MEDICAL") == on_close  # no date: allowed
 
 
+def test_a_deal_counts_while_fda_still_decides_on_the_device(default: CompanyResolver) -> None:
+    # CardioMEMS's sensor (2014) is filed under Abbott, which owns CardioMEMS since St Jude in 2017
+    approved = date(2014, 5, 28)
+    assert default.company_relation("ABBOTT", approved, "CardioMEMS") is None  # the approval day alone
+    later = default.company_relation("ABBOTT", approved, "CardioMEMS", device_last_decision=date(2024, 9, 30))
+    assert later == CompanyMatch("acquired", "ABBOTT <- ST JUDE MEDICAL (2017-01-04) <- CARDIOMEMS (2014-06-02)")
+    assert default.company_relation("ABBOTT", approved, "CardioMEMS", device_last_decision=date(2017, 1, 3)) is None
+    # a divestiture still ends the reach by the approval date: J&J sold Cordis in 2015
+    assert default.company_relation("Johnson & Johnson", date(2016, 1, 1), "Cordis Corp.",
+                                    device_last_decision=date(2020, 1, 1)) is None
+    assert default.company_relation("Johnson & Johnson", date(2000, 1, 1), "Cordis Corp.",
+                                    device_last_decision=date(2020, 1, 1)) is not None
+
+
+def test_the_match_table_reads_the_devices_latest_decision(default: CompanyResolver) -> None:
+    devices = pl.DataFrame({"fda_id": ["P1", "P2", "P3"], "applicant": ["ABBOTT"] * 3,
+                            "decision_date": [date(2014, 5, 28)] * 3,
+                            "last_decision_date": [date(2024, 9, 30), date(2016, 1, 4), None]})
+    patents = pl.DataFrame({"pat_id": ["1", "2"], "assignee": ["CardioMEMS, Inc.", "Abbott Laboratories"]})
+    out = company_match_table(devices, patents, default)
+    assert out.select("fda_id", "pat_id", "match_kind").sort("fda_id", "pat_id").rows() == [
+        ("P1", "1", "acquired"), ("P1", "2", "same"), ("P2", "2", "same"), ("P3", "2", "same")]
+    without = company_match_table(devices.drop("last_decision_date"), patents, default)
+    assert without.filter(pl.col("pat_id") == "1").height == 0
+
+
 def test_acquirer_patents_count_for_the_acquired_name_at_any_date(default: CompanyResolver) -> None:
     old = default.company_relation("St. Jude Medical, Inc.", date(1990, 1, 1), "ABBOTT")
     assert old == CompanyMatch("acquirer", "ST JUDE MEDICAL -> ABBOTT (2017-01-04)")

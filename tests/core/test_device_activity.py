@@ -9,9 +9,12 @@ from meddevkg_core.config import RerankConfig
 from meddevkg_core.device_activity import (
     DORMANT_FACTOR,
     GRANTED_AFTER_LAST_DECISION,
+    LAST_DECISION_DATE,
     dormant,
     grant_years_of,
+    last_decision_dates,
     last_decision_years,
+    with_last_decision,
 )
 from meddevkg_core.rerank import feature_frame, label_pairs
 from tests.core.test_dossier import DEVICES as LABELS
@@ -34,6 +37,18 @@ def test_a_devices_latest_decision_is_its_approval_or_its_latest_supplement():
     assert no_dates.tolist() == [1998.0]  # devices without a decision_date: the supplements alone
     approval_only = last_decision_years(DEVICES, SUPPLEMENTS.clear(), ["P970002"])
     assert approval_only.tolist() == [1997.0]
+
+
+def test_the_devices_carry_their_latest_decision_date_for_the_company_match():
+    latest = last_decision_dates(DEVICES, SUPPLEMENTS)  # P200001 has no decision at all: no row
+    assert latest.rows() == [("P100045", date(2024, 9, 30)), ("P970002", date(1998, 2, 3))]
+    dated = with_last_decision(DEVICES, SUPPLEMENTS)
+    assert dated.columns == [*DEVICES.columns, LAST_DECISION_DATE]
+    assert dated[LAST_DECISION_DATE].to_list() == [date(1998, 2, 3), date(2024, 9, 30), None]
+    assert with_last_decision(DEVICES, None) is DEVICES  # no FDA records read: unchanged
+    again = with_last_decision(dated, SUPPLEMENTS.clear())  # recomputed, never a second column
+    assert again.columns == dated.columns
+    assert again[LAST_DECISION_DATE].to_list() == [date(1997, 5, 1), date(2014, 5, 28), None]
 
 
 def test_a_patents_grant_year_comes_from_its_grant_date_else_its_number():
