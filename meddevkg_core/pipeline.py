@@ -21,7 +21,7 @@ from meddevkg_core.companies import CompanyResolver, company_match_table
 from meddevkg_core.config import PipelineConfig
 from meddevkg_core.corpus import Corpus
 from meddevkg_core.cross_encoder import PairScorer, score_candidate_pairs
-from meddevkg_core.device_activity import grant_years_of, last_decision_years
+from meddevkg_core.device_activity import grant_years_of, last_decision_years, with_last_decision
 from meddevkg_core.device_names import head_words_of
 from meddevkg_core.dossier import device_dossiers
 from meddevkg_core.embeddings import EmbeddingCache, Encoder, embed_documents, embedding_matrix
@@ -149,7 +149,8 @@ def prepare(corpus: Corpus, models: Models, timer: Timer) -> PreparedCorpus:
                     progress=timer.reporter("device_embeddings", "texts"))
     pat_emb = timer("patent_embeddings", embed_documents, pat_docs, models.encoder, models.embedding_cache,
                     progress=timer.reporter("patent_embeddings", "texts"))
-    matches = timer("company_matches", company_match_table, corpus.devices, corpus.patents, models.resolver)
+    matches = timer("company_matches", company_match_table, with_last_decision(corpus.devices, corpus.supplements),
+                    corpus.patents, models.resolver)
     rejected = pl.concat([corpus.rejected, dev_ext.rejected, pat_ext.rejected])
     return PreparedCorpus(corpus, dev_ext.mentions, pat_ext.mentions, dev_emb, pat_emb, matches, rejected)
 

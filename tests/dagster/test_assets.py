@@ -233,6 +233,29 @@ def test_fda_supplements_make_the_dossier_score_only_when_configured(harness, tm
     assert "MEDDEVKG_FDA_PMA" in str(missing.get_step_failure_events()[0].event_specific_data.error)
 
 
+def test_a_deal_counts_for_a_device_fda_still_decides_on_after_it(harness, tmp_path):
+    from meddevkg_core.companies import company_match_table
+    from meddevkg_dagster.resources import CorpusResource
+
+    # Meridian's closure device was approved in 2012; Meridian bought PulseWave in 2017
+    keys, sealpoint = _all_devices(harness), "P909020"
+    fda = tmp_path / "pma.parquet"  # a 2018 supplement: the device is still on the market after the deal
+    pl.DataFrame({"submission_number": [f"{sealpoint}/S001"], "date_decision": ["2018-05-01"],
+                  "device": ["SEALPOINT"], "approval_order_statement": ["A change to the anchor supplier."]}
+                 ).write_parquet(fda)
+    harness.resources["corpus"] = CorpusResource(path=str(harness.corpus), fda_pma_path=str(fda))
+    assert harness.materialize(partition_range=(keys[0], keys[-1])).success
+    pool = harness.table("candidate_pool").filter(pl.col("fda_id") == sealpoint)
+    via_deal = pool.filter(pl.col("company_path") == "MERIDIAN CARDIAC <- PULSEWAVE MEDICAL (2017-03-31)")
+    pulsewave = harness.table("patents").filter(pl.col("assignee").str.to_uppercase().str.contains("PULSE ?WAVE"))
+    assert via_deal.height > 0 and set(via_deal["pat_id"]) <= set(pulsewave["pat_id"])
+    assert (via_deal["score_company"] > 0).all() and via_deal["company_via_deal"].all()
+    # on its approval day alone (no FDA records) the deal had not closed: no company match
+    documents = harness.table("pma_documents").filter(pl.col("fda_id") == sealpoint)
+    approval_only = company_match_table(documents, pulsewave, harness.resources["corpus"].resolver())
+    assert approval_only.height == 0
+
+
 def test_meddevkg_fda_pma_sets_the_corpus_resource(monkeypatch, tmp_path):
     from meddevkg_dagster.resources import build_resources
 
