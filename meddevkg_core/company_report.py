@@ -10,9 +10,10 @@ Three questions (METHOD.md §3.1, §7; issue 5):
    how many are a company match, in two views:
    - `stage2`: what Stage 2 scores, `company_match_table(corpus.devices, corpus.patents)`; the
      benchmark corpus has no decision dates, so the date rules do not bind there;
-   - `dated`: the applicant plus the raw FDA sponsor as names of the device's holder and the FDA
-     decision date of the original PMA, so the dated rules (acquired company counts only for
-     devices approved from the close on) apply.
+   - `dated`: the applicant plus the raw FDA sponsor as names of the device's holder, and the
+     device's time on the market from FDA's records (its original approval to its latest
+     decision), so the dated rules (an acquired company counts only for devices still on the
+     market at the close) apply.
    Every pair the dated view misses is listed with its device date, whether Stage 2 recovers it,
    and the reason. A third view, `ownership_only`, is Stage 2 without the "former_owner" and
    "partner" relations (`CompanyResolver.ownership_only`): what those two add.
@@ -38,6 +39,7 @@ from meddevkg_core.companies import (
     normalize_company,
     split_assignees,
 )
+from meddevkg_core.device_activity import LAST_DECISION_DATE, with_last_decision
 
 SAME_COMPANY_KINDS = frozenset({"same", "acquired", "acquirer"})
 _MAX_LISTED = 200
@@ -88,6 +90,13 @@ def fda_sponsors(fda_pma: pl.DataFrame) -> pl.DataFrame:
         .select("fda_id", "sponsor", pl.lit(None, pl.Date).alias("decision_date"))
     )
     return pl.concat([firsts, rest]).sort("fda_id")
+
+
+def fda_decisions(fda_pma: pl.DataFrame) -> pl.DataFrame:
+    """fda_id, decision_date: every dated FDA decision (original or supplement) of each PMA number."""
+    key = pma_number("pma_number" if "pma_number" in fda_pma.columns else "submission_number")
+    return (fda_pma.select(key.alias("fda_id"), pl.col("date_decision").cast(pl.Date).alias("decision_date"))
+            .drop_nulls())
 
 
 def _devices_with_fda(devices: pl.DataFrame, sponsors: pl.DataFrame) -> pl.DataFrame:
@@ -181,8 +190,12 @@ def cross_company_gold(
     gold: pl.DataFrame,
     sponsors: pl.DataFrame,
     resolver: CompanyResolver,
+    decisions: pl.DataFrame | None = None,
 ) -> dict[str, Any]:
     """Gold pairs whose assignee string differs from the applicant's: recovered as company matches?
+
+    `decisions` (fda_decisions): with them, the dated view's deals count while a device was on
+    the market, up to its latest FDA decision (companies.Reach.holds); without, on its approval day.
 
     Returns per view (`stage2`, `dated`, `ownership_only` = Stage 2 without former owners and
     alliances) the counts and extra-pair figures, plus the pairs the dated view misses (each with
@@ -190,7 +203,8 @@ def cross_company_gold(
     """
     joined = _devices_with_fda(devices, sponsors)
     stage2 = company_match_table(devices, patents, resolver)
-    dated = company_match_table(_device_names(joined, with_sponsor=True), patents, resolver)
+    named = with_last_decision(_device_names(joined, with_sponsor=True), decisions)
+    dated = company_match_table(named, patents, resolver)
     owned = company_match_table(devices, patents, resolver.ownership_only())
     g = (
         gold.select(pl.col("fda_id").cast(pl.String), pl.col("pat_id").cast(pl.String)).unique()
@@ -228,19 +242,28 @@ def cross_company_gold(
                     on=["fda_id", "pat_id"], how="left")
     missed = (s2.join(dated.select("fda_id", "pat_id"), on=["fda_id", "pat_id"], how="anti")
               .join(grant_dates(patents), on="pat_id", how="left")
+              .join(_last_decisions(named), on="fda_id", how="left")
               .sort("applicant", "assignee", "fda_id", "pat_id"))
     out["unrecovered"] = [
         {
             "fda_id": fda_id, "pat_id": pat_id, "applicant": applicant, "assignee": assignee,
             "sponsor": sponsor, "decision_date": when.isoformat() if when else None,
+            "last_decision_date": last.isoformat() if last else None,
             "stage2_path": s2_path,
-            "reason": _reason(resolver, applicant, sponsor, assignee, granted_on or granted_in, when, s2_path),
+            "reason": _reason(resolver, applicant, sponsor, assignee, granted_on or granted_in, when, s2_path, last),
         }
-        for fda_id, applicant, sponsor, when, pat_id, assignee, s2_path, granted_on, granted_in in missed.select(
-            "fda_id", "applicant", "sponsor", "decision_date", "pat_id", "assignee", "stage2_path", "grant_date",
-            "grant_year").iter_rows()
+        for fda_id, applicant, sponsor, when, last, pat_id, assignee, s2_path, granted_on, granted_in in missed.select(
+            "fda_id", "applicant", "sponsor", "decision_date", LAST_DECISION_DATE, "pat_id", "assignee",
+            "stage2_path", "grant_date", "grant_year").iter_rows()
     ]
     return out
+
+
+def _last_decisions(named: pl.DataFrame) -> pl.DataFrame:
+    """fda_id, last_decision_date (null without one) of the dated view's devices, one row each."""
+    column = (pl.col(LAST_DECISION_DATE) if LAST_DECISION_DATE in named.columns
+              else pl.lit(None, pl.Date).alias(LAST_DECISION_DATE))
+    return named.select("fda_id", column).group_by("fda_id").agg(pl.col(LAST_DECISION_DATE).max())
 
 
 def _reason(
@@ -251,6 +274,7 @@ def _reason(
     granted: date | int | None,
     when: date | None,
     stage2_path: str | None,
+    last: date | None = None,
 ) -> str:
     """Why the dated view has no company match for this pair (computed, never hand-written)."""
     targets = resolver.assignee_companies(assignee)
@@ -261,8 +285,10 @@ def _reason(
              for t in targets if (m := resolver.company_relation(name, None, t, granted)) is not None]
     if found:
         path = min(found, key=lambda m: (m.kind != "same", m.path.count("("))).path
-        return (f"device approved {when.isoformat() if when else '(date unknown)'} before the path "
-                f"{path} holds (a device filed under today's owner but approved earlier)")
+        on_market, why = f"approved {when.isoformat() if when else '(date unknown)'}", "approved earlier"
+        if last is not None and last != when:
+            on_market, why = f"{on_market} and last decided {last.isoformat()}", "no longer changed by then"
+        return f"device {on_market} before the path {path} holds (a device filed under today's owner but {why})"
     if stage2_path:
         return f"recovered only without dates: {stage2_path}"
     names = " / ".join(dict.fromkeys(n for n in (resolver.resolve(applicant), resolver.resolve(sponsor)) if n))
@@ -279,7 +305,7 @@ def company_report(
     """Every figure of `meddevkg company-report` as one JSON-ready dict."""
     sponsors = fda_sponsors(fda_pma)
     sponsor = sponsor_resolution(devices, sponsors, resolver)
-    gold_part = cross_company_gold(devices, patents, gold, sponsors, resolver)
+    gold_part = cross_company_gold(devices, patents, gold, sponsors, resolver, fda_decisions(fda_pma))
     s2, dt, own = gold_part["stage2"], gold_part["dated"], gold_part["ownership_only"]
     return {
         "sponsor_resolution_share": sponsor["share"],

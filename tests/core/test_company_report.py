@@ -14,6 +14,7 @@ from meddevkg_core.company_report import (
     cross_company_gold,
     exact_name_pairs,
     extra_pairs,
+    fda_decisions,
     fda_sponsors,
     format_company_report,
     headline,
@@ -132,6 +133,29 @@ def test_cross_company_gold_views_dates_and_reasons() -> None:
     assert "ALPHA <- BETA (2010-01-01)" in late["reason"] and "2008-03-01" in late["reason"]
     assert missed[("p000003", "6")]["reason"].startswith("no ownership or alliance relation")
     assert missed[("P000004", "7")]["reason"] == "assignee resolves to no company"
+
+
+def test_the_dated_view_counts_a_deal_while_fda_still_decides_on_the_device() -> None:
+    devices, patents, gold = _corpus()
+
+    def with_supplement(decided: date) -> pl.DataFrame:  # P000002 (2008), ALPHA bought BETA in 2010
+        row = pl.DataFrame([("P000002/S001", "P000002", "Alpha Vascular, Inc.", decided, False)],
+                           schema=_fda().schema, orient="row")
+        return pl.concat([_fda(), row])
+
+    later = with_supplement(date(2011, 6, 1))
+    assert fda_decisions(later).filter(pl.col("fda_id") == "P000002")["decision_date"].max() == date(2011, 6, 1)
+    out = cross_company_gold(devices, patents, gold, fda_sponsors(later), _resolver(), fda_decisions(later))
+    assert out["dated"]["cross_recovered"] == 5
+    assert ("P000002", "2") not in {(u["fda_id"], u["pat_id"]) for u in out["unrecovered"]}
+    assert company_report(devices, patents, gold, later, _resolver())[
+        "cross_company_gold_recovered_share_dated"] == pytest.approx(5 / 7)
+
+    earlier = with_supplement(date(2009, 6, 1))  # still before the deal: no match, and the reason says so
+    out = cross_company_gold(devices, patents, gold, fda_sponsors(earlier), _resolver(), fda_decisions(earlier))
+    missed = {(u["fda_id"], u["pat_id"]): u for u in out["unrecovered"]}
+    assert out["dated"]["cross_recovered"] == 4 and missed[("P000002", "2")]["last_decision_date"] == "2009-06-01"
+    assert "approved 2008-03-01 and last decided 2009-06-01 before the path" in missed[("P000002", "2")]["reason"]
 
 
 def test_a_former_owners_patent_outside_its_years_is_no_match() -> None:
