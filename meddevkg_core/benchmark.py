@@ -259,6 +259,7 @@ def run_benchmark(corpus: Corpus, models: Models, config: PipelineConfig, out: s
         "corpus": {"path": str(corpus.root), "devices": n_dev, "patents": n_pat, "pairs": n_dev * n_pat,
                    "gold_pairs": gold.height, "gold_devices": gold["fda_id"].n_unique(),
                    "rejected_rows": prepared.rejected.height, **_supplement_counts(corpus),
+                   "dated_devices": dated_devices(corpus.devices),
                    "text_repairs": repair_counts(corpus.text_repairs)},
         "protocol": _protocol(config, gold["fda_id"].n_unique()),
         "ranking": {name: {**r.metrics, **pairs_for_recall(r.curve)} for name, r in scorer_runs.items()},
@@ -296,6 +297,12 @@ def dormant_pair_counts(candidates: pl.DataFrame, gold: pl.DataFrame, years: int
     hit = candidates.filter(pl.Series(dormant(candidates[GRANTED_AFTER_LAST_DECISION].fill_null(np.nan).to_numpy(),
                                               years)))
     return {"pool": hit.height, "gold": hit.join(gold, on=["fda_id", "pat_id"], how="semi").height, "years": years}
+
+
+def dated_devices(devices: pl.DataFrame) -> int:
+    """Devices with an approval date (none in the benchmark's table; `--fda-approval-dates`, or
+    openFDA's documents, give them): the company match's deal windows read it."""
+    return int(devices["decision_date"].is_not_null().sum()) if "decision_date" in devices.columns else 0
 
 
 def _supplement_counts(corpus: Corpus) -> dict[str, int | None]:

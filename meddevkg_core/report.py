@@ -33,10 +33,13 @@ def _dormant(counts: dict) -> str:
 
 
 def _dossiers(corpus: dict) -> str:
+    dated = corpus.get("dated_devices") or 0
+    dates = (f" Devices with an approval date: {dated}, read by the company match's deal windows." if dated
+             else "")
     if corpus.get("supplements") is None:
-        return "No FDA records read (--fda-pma): the dossier score is missing."
+        return "No FDA records read (--fda-pma): the dossier score is missing." + dates
     return (f"Dossiers: {corpus['supplements']:,} FDA supplements of {corpus['devices_with_supplements']} "
-            "devices (--fda-pma).")
+            "devices (--fda-pma)." + dates)
 
 
 def _repairs(corpus: dict) -> str:

@@ -182,6 +182,9 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _benchmark(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from meddevkg_core.app_store import with_fda_decision_dates
     from meddevkg_core.benchmark import run_benchmark
     from meddevkg_core.config import PipelineConfig
     from meddevkg_core.corpus import read_corpus
@@ -190,6 +193,10 @@ def _benchmark(args: argparse.Namespace) -> int:
     corpus = with_supplements(read_corpus(args.corpus), args.fda_pma)
     if not corpus.has_gold:
         raise SystemExit(f"{args.corpus} has no gold_links: the benchmark needs gold to evaluate against")
+    if args.fda_approval_dates:
+        if not args.fda_pma:
+            raise SystemExit("--fda-approval-dates reads the approvals from --fda-pma: give both")
+        corpus = replace(corpus, devices=with_fda_decision_dates(corpus.devices, args.fda_pma))
     config = PipelineConfig.model_validate_json(Path(args.config).read_text()) if args.config else PipelineConfig()
     models = load_models(Path(args.corpus), args.cross_encoder, args.device,
                          Path(args.embedding_cache) if args.embedding_cache else home_dir() / "embedding_cache",
@@ -520,6 +527,9 @@ def main(argv: list[str] | None = None) -> int:
                        help="leave out the ablation reruns (about three quarters of the run time): enough for "
                        "compare-runs, which reads the main run's rankings only")
     _add_fda_pma_option(bench, "the dossier_lexical score; without it that score is missing")
+    bench.add_argument("--fda-approval-dates", action="store_true",
+                       help="date the corpus's devices by their FDA approval from --fda-pma, as openFDA's PMA "
+                       "documents are on the live path: the company match's deal windows read them")
     _add_model_options(bench)
     bench.set_defaults(func=_benchmark)
     cmp = sub.add_parser("compare-runs", help="two sets of benchmark runs compared gold device by gold device, "

@@ -151,6 +151,8 @@ def test_the_report_says_whether_fda_supplements_made_dossiers():
     read = replace(corpus, supplements=pl.DataFrame({"fda_id": ["P1", "P1", "P2"]}))
     assert _supplement_counts(read) == {"supplements": 3, "devices_with_supplements": 2}
     assert _dossiers(_supplement_counts(read)) == "Dossiers: 3 FDA supplements of 2 devices (--fda-pma)."
+    dated = {**_supplement_counts(read), "dated_devices": 2}
+    assert _dossiers(dated).endswith("Devices with an approval date: 2, read by the company match's deal windows.")
 
 
 def test_the_report_counts_the_pool_pairs_the_dormancy_rule_scales_down():

@@ -1,4 +1,7 @@
+from types import SimpleNamespace
+
 import duckdb
+import pytest
 
 from meddevkg_core.schemas import fingerprint
 from meddevkg_dagster.cli import ensure_store_schema, main
@@ -51,6 +54,38 @@ def test_benchmark_no_ablations_reaches_the_run(tmp_path, monkeypatch):
     for extra in ([], ["--no-ablations"]):
         cli.main(["benchmark", "--corpus", str(tmp_path), "--out", str(out), *extra])
     assert seen == [True, False]
+
+
+def test_benchmark_fda_approval_dates_date_the_devices_from_the_fda_records(tmp_path, monkeypatch):
+    import polars as pl
+
+    import meddevkg_core.benchmark
+    import meddevkg_dagster.cli as cli
+
+    (tmp_path / "devices.csv").write_text("fda_id,text\nP100045,sensor\nP999999,stent\n")
+    (tmp_path / "patents.csv").write_text("pat_id,text\n1,stent\n")
+    (tmp_path / "gold_links.csv").write_text("fda_id,pat_id\nP100045,1\n")
+    fda = tmp_path / "pma.parquet"  # fdadata's columns: an original and a supplement
+    pl.DataFrame({"submission_number": ["P100045", "P100045/S001"], "pma_number": ["P100045", "P100045"],
+                  "supplement_number": [None, "S001"], "is_original": [True, False],
+                  "date_decision": ["2014-05-28", "2024-09-30"], "approval_order_statement": ["", "new model"]}
+                 ).with_columns(pl.col("date_decision").str.to_date()).write_parquet(fda)
+    seen = []
+    monkeypatch.setattr(cli, "load_models", lambda *args: None)
+    monkeypatch.setattr(meddevkg_core.benchmark, "run_benchmark",
+                        lambda corpus, models, config, out, ablations=True: seen.append(corpus) or SimpleNamespace(
+                            report={"ranking": {}}))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "report.md").write_text("# report")
+    base = ["benchmark", "--corpus", str(tmp_path), "--out", str(out), "--fda-pma", str(fda)]
+    cli.main(base)
+    cli.main([*base, "--fda-approval-dates"])
+    undated, dated = (c.devices.sort("fda_id")["decision_date"].cast(pl.String).to_list() for c in seen)
+    assert undated == [None, None] and dated == ["2014-05-28", None]  # the approval, not the supplement
+    assert meddevkg_core.benchmark.dated_devices(seen[1].devices) == 1
+    with pytest.raises(SystemExit, match="--fda-approval-dates reads the approvals from --fda-pma"):
+        cli.main(base[:-2] + ["--fda-approval-dates"])
 
 
 def test_compare_runs_reads_benchmark_directories_and_names_a_missing_ranking(tmp_path, capsys):
