@@ -34,58 +34,52 @@ def test_benchmark_refuses_a_corpus_without_gold(tmp_path):
         raise AssertionError("expected a clear refusal")
 
 
-def test_benchmark_no_ablations_reaches_the_run(tmp_path, monkeypatch):
-    from types import SimpleNamespace
-
+def _benchmark_without_running(tmp_path, monkeypatch, devices: str, gold: str):
+    """A corpus in tmp_path and `meddevkg benchmark` with models and run stubbed: returns the
+    command's first arguments and the list of (corpus, ablations) the run was called with."""
     import meddevkg_core.benchmark
     import meddevkg_dagster.cli as cli
 
-    (tmp_path / "devices.csv").write_text("fda_id,text\nP1,stent\n")
+    (tmp_path / "devices.csv").write_text(devices)
     (tmp_path / "patents.csv").write_text("pat_id,text\n1,stent\n")
-    (tmp_path / "gold_links.csv").write_text("fda_id,pat_id\nP1,1\n")
-    seen = []
+    (tmp_path / "gold_links.csv").write_text(gold)
+    calls = []
     monkeypatch.setattr(cli, "load_models", lambda *args: None)
     monkeypatch.setattr(meddevkg_core.benchmark, "run_benchmark",
-                        lambda corpus, models, config, out, ablations=True: seen.append(ablations) or SimpleNamespace(
-                            report={"ranking": {}}))
+                        lambda corpus, models, config, out, ablations=True: calls.append((corpus, ablations))
+                        or SimpleNamespace(report={"ranking": {}}))
     out = tmp_path / "out"
     out.mkdir()
     (out / "report.md").write_text("# report")
+    return ["benchmark", "--corpus", str(tmp_path), "--out", str(out)], calls
+
+
+def test_benchmark_no_ablations_reaches_the_run(tmp_path, monkeypatch):
+    base, calls = _benchmark_without_running(tmp_path, monkeypatch, "fda_id,text\nP1,stent\n", "fda_id,pat_id\nP1,1\n")
     for extra in ([], ["--no-ablations"]):
-        cli.main(["benchmark", "--corpus", str(tmp_path), "--out", str(out), *extra])
-    assert seen == [True, False]
+        main([*base, *extra])
+    assert [ablations for _, ablations in calls] == [True, False]
 
 
 def test_benchmark_fda_approval_dates_date_the_devices_from_the_fda_records(tmp_path, monkeypatch):
     import polars as pl
 
-    import meddevkg_core.benchmark
-    import meddevkg_dagster.cli as cli
+    from meddevkg_core.benchmark import dated_devices
 
-    (tmp_path / "devices.csv").write_text("fda_id,text\nP100045,sensor\nP999999,stent\n")
-    (tmp_path / "patents.csv").write_text("pat_id,text\n1,stent\n")
-    (tmp_path / "gold_links.csv").write_text("fda_id,pat_id\nP100045,1\n")
+    base, calls = _benchmark_without_running(tmp_path, monkeypatch, "fda_id,text\nP100045,sensor\nP999999,stent\n",
+                                             "fda_id,pat_id\nP100045,1\n")
     fda = tmp_path / "pma.parquet"  # fdadata's columns: an original and a supplement
     pl.DataFrame({"submission_number": ["P100045", "P100045/S001"], "pma_number": ["P100045", "P100045"],
                   "supplement_number": [None, "S001"], "is_original": [True, False],
                   "date_decision": ["2014-05-28", "2024-09-30"], "approval_order_statement": ["", "new model"]}
                  ).with_columns(pl.col("date_decision").str.to_date()).write_parquet(fda)
-    seen = []
-    monkeypatch.setattr(cli, "load_models", lambda *args: None)
-    monkeypatch.setattr(meddevkg_core.benchmark, "run_benchmark",
-                        lambda corpus, models, config, out, ablations=True: seen.append(corpus) or SimpleNamespace(
-                            report={"ranking": {}}))
-    out = tmp_path / "out"
-    out.mkdir()
-    (out / "report.md").write_text("# report")
-    base = ["benchmark", "--corpus", str(tmp_path), "--out", str(out), "--fda-pma", str(fda)]
-    cli.main(base)
-    cli.main([*base, "--fda-approval-dates"])
-    undated, dated = (c.devices.sort("fda_id")["decision_date"].cast(pl.String).to_list() for c in seen)
+    main([*base, "--fda-pma", str(fda)])
+    main([*base, "--fda-pma", str(fda), "--fda-approval-dates"])
+    undated, dated = (corpus.devices.sort("fda_id")["decision_date"].cast(pl.String).to_list() for corpus, _ in calls)
     assert undated == [None, None] and dated == ["2014-05-28", None]  # the approval, not the supplement
-    assert meddevkg_core.benchmark.dated_devices(seen[1].devices) == 1
+    assert dated_devices(calls[1][0].devices) == 1
     with pytest.raises(SystemExit, match="--fda-approval-dates reads the approvals from --fda-pma"):
-        cli.main(base[:-2] + ["--fda-approval-dates"])
+        main([*base, "--fda-approval-dates"])
 
 
 def test_compare_runs_reads_benchmark_directories_and_names_a_missing_ranking(tmp_path, capsys):
