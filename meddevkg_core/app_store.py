@@ -95,11 +95,15 @@ def from_output_dir(out_dir: str | Path, corpus_dir: str | Path | None = None) -
 
 
 def with_fda_decision_dates(devices: pl.DataFrame | None, fda_pma: str | Path) -> pl.DataFrame | None:
-    """Fill missing decision dates from FDA's PMA records (the benchmark's devices carry none)."""
+    """Fill missing decision dates from FDA's PMA records (the benchmark's devices carry none): each
+    device's original approval, read as the dossiers read the file (dossier.read_pma_records)."""
+    from meddevkg_core.dossier import read_pma_records
+
     if devices is None:
         return None
-    originals = (pl.read_parquet(fda_pma, columns=["pma_number", "is_original", "date_decision"])
-                 .filter(pl.col("is_original")).group_by("pma_number").agg(pl.col("date_decision").min()))
+    originals = (read_pma_records(fda_pma, devices["fda_id"].to_list())
+                 .filter(pl.col("supplement_number").is_null())
+                 .group_by("pma_number").agg(pl.col("decision_date").min().alias("date_decision")))
     base = devices if "decision_date" in devices.columns else devices.with_columns(
         pl.lit(None, pl.Date).alias("decision_date"))
     return (base.join(originals, left_on="fda_id", right_on="pma_number", how="left")

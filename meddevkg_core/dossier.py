@@ -49,6 +49,12 @@ def supplements_of(supplements: pl.DataFrame, fda_ids: Sequence[str]) -> pl.Data
 def read_supplements(path: str | Path, fda_ids: Sequence[str] | None = None) -> pl.DataFrame:
     """The supplements in an FDA PMA records file (fdadata_pma.parquet, or a Parquet/CSV table in
     openFDA field names), of these devices only when `fda_ids` is given."""
+    return supplements_from_pma(read_pma_records(path, fda_ids))
+
+
+def read_pma_records(path: str | Path, fda_ids: Sequence[str] | None = None) -> pl.DataFrame:
+    """An FDA PMA records file as `canonical_pma` rows (originals and supplements), of these devices
+    only when `fda_ids` is given; a CorpusError names the file when it is not PMA records."""
     path = Path(path)
     try:
         frame = pl.read_parquet(path) if path.suffix == ".parquet" else pl.read_csv(path, infer_schema=False)
@@ -60,7 +66,7 @@ def read_supplements(path: str | Path, fda_ids: Sequence[str] | None = None) -> 
     records = canonical_pma(frame)
     if fda_ids is not None:  # chosen before the rows are cleaned one by one: the national file has 55K
         records = records.filter(pl.col("pma_number").is_in(pl.Series(list(fda_ids), dtype=pl.String).implode()))
-    return supplements_from_pma(records)
+    return records
 
 
 def with_supplements(corpus: Corpus, fda_pma: str | Path | None) -> Corpus:

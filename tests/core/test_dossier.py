@@ -73,6 +73,28 @@ def test_a_file_that_is_not_pma_records_is_an_error_naming_it(tmp_path: Path):
         read_supplements(tmp_path / "missing.parquet")
 
 
+def test_approval_dates_are_read_from_records_in_either_naming(tmp_path: Path):
+    from meddevkg_core.app_store import with_fda_decision_dates
+
+    devices = pl.DataFrame({"fda_id": ["P130026", "P999999"], "text": ["catheter", "stent"]})
+    fdadata = tmp_path / "pma.parquet"
+    _fdadata([("P130026", "2014-10-24", "TACTICATH", "APPROVAL."),
+              ("P130026/S001", "2015-02-01", "TACTICATH", "A NEW TIP.")]).write_parquet(fdadata)
+    openfda = tmp_path / "pma.csv"  # openFDA's field names, as `meddevkg run --fda-pma` also reads them
+    openfda.write_text("pma_number,supplement_number,decision_date,ao_statement\n"
+                       "P130026,,2014-10-24,APPROVAL.\nP130026,S001,2015-02-01,A NEW TIP.\n")
+    for path in (fdadata, openfda):  # the original's date, never a supplement's
+        assert with_fda_decision_dates(devices, path)["decision_date"].to_list() == [date(2014, 10, 24), None]
+    with pytest.raises(CorpusError, match="not PMA records"):
+        with_fda_decision_dates(devices, _not_pma(tmp_path))
+
+
+def _not_pma(tmp_path: Path) -> Path:
+    path = tmp_path / "patents.parquet"
+    pl.DataFrame({"pat_id": ["1"], "text": ["a"]}).write_parquet(path)
+    return path
+
+
 def test_without_records_the_corpus_has_no_supplements(tmp_path: Path):
     corpus = Corpus(DEVICES, schemas.empty(schemas.PATENTS), schemas.empty(schemas.GOLD_LINKS),
                     schemas.empty(schemas.LABELED_PAIRS), schemas.empty(schemas.REJECTED_RECORDS))
