@@ -190,12 +190,12 @@ def _benchmark(args: argparse.Namespace) -> int:
     from meddevkg_core.corpus import read_corpus
     from meddevkg_core.dossier import with_supplements
 
+    if args.fda_approval_dates and not args.fda_pma:  # a usage error, before any file is read
+        raise SystemExit("--fda-approval-dates reads the approvals from --fda-pma: give both")
     corpus = with_supplements(read_corpus(args.corpus), args.fda_pma)
     if not corpus.has_gold:
         raise SystemExit(f"{args.corpus} has no gold_links: the benchmark needs gold to evaluate against")
     if args.fda_approval_dates:
-        if not args.fda_pma:
-            raise SystemExit("--fda-approval-dates reads the approvals from --fda-pma: give both")
         corpus = replace(corpus, devices=with_fda_decision_dates(corpus.devices, args.fda_pma))
     config = PipelineConfig.model_validate_json(Path(args.config).read_text()) if args.config else PipelineConfig()
     models = load_models(Path(args.corpus), args.cross_encoder, args.device,
