@@ -6,8 +6,8 @@ to folds without a seed unless `rerank.fold_seed` is set) and not the devices. H
 the gold device (54 on the benchmark): each side's runs are averaged per device, and the Wilcoxon
 signed-rank test asks whether the per-device differences lean one way, as IR evaluation compares
 two systems query by query (ranx's `compare`, for one). On 2026-11-25 a change that raised MRR and
-lowered FPR on all five seeds had p 0.23 over the devices' reciprocal ranks (README, "Tried later
-and not kept").
+lowered FPR on all five seeds had p 0.23 over the devices' reciprocal ranks (docs/EXPERIMENTS.md,
+2026-11-25).
 """
 
 from __future__ import annotations
