@@ -14,6 +14,8 @@ from pathlib import Path
 
 import polars as pl
 
+from meddevkg_core.applications import PATENT_NUMBER_RE, number_ranges
+
 DEVICE_COLS = ("fda_id", "applicant", "trade_name", "generic_name", "product_code", "decision_date")
 PATENT_COLS = ("pat_id", "title", "assignee", "grant_date", "filing_date")
 
@@ -151,23 +153,39 @@ VIEWS: dict[str, str] = {
         where len(deal_dates) > 0 and device_company <> patent_company""",
     "app_trajectory": """
         with kept as (select fda_id, pat_id from {s}.reranked_links where decision),
+        linked as (
+            select k.fda_id, year(p.filing_date) as filing_year, year(p.grant_date) as dated_year,
+                   try_cast(nullif(regexp_extract(regexp_replace(upper(k.pat_id), '^\\s+|\\s+$|,', '', 'g'),
+                                                  '{number}', 1), '') as bigint) as number
+            from kept k join {s}.patents p using (pat_id)),
+        number_years as (select * from (values {number_years}) t(year, first_number, end_number)),
         years as (
-            select k.fda_id, year(p.filing_date) as year, 1 as filed, 0 as granted
-            from kept k join {s}.patents p using (pat_id) where p.filing_date is not null
+            select fda_id, filing_year as year, 1 as filed, 0 as granted, 0 as from_number
+            from linked where filing_year is not null
             union all
-            select k.fda_id, year(p.grant_date), 0, 1
-            from kept k join {s}.patents p using (pat_id) where p.grant_date is not null)
-        select fda_id, year, sum(filed)::integer as n_filed, sum(granted)::integer as n_granted
+            select l.fda_id, coalesce(l.dated_year, n.year), 0, 1, (l.dated_year is null)::integer
+            from linked l left join number_years n on l.number >= n.first_number and l.number < n.end_number
+            where l.dated_year is not null or n.year is not null)
+        select fda_id, year, sum(filed)::integer as n_filed, sum(granted)::integer as n_granted,
+               sum(from_number)::integer as n_granted_from_number
         from years group by fda_id, year""",
 }
 """The applications as views over the asset tables (acquisition paths come from the candidates'
-company_path, which is how the company match was made, dates included)."""
+company_path, which is how the company match was made, dates included). Where a patent has no
+grant date, app_trajectory takes its grant year from its number, as the `trajectory` command does
+(`applications.grant_years`; the benchmark's patents have no dates), and counts those years in
+n_granted_from_number."""
+
+
+def _view_sql(sql: str, schema: str) -> str:
+    number_years = ", ".join(f"({y}, {first}, {end})" for y, first, end in number_ranges())
+    return sql.format(s=schema, date=_DATE_RE, number=PATENT_NUMBER_RE, number_years=number_years)
 
 
 def create_application_views(con, schema: str = "meddevkg") -> dict[str, int]:
     """Create (or replace) the app_* views in `schema`; returns each view's row count."""
     counts = {}
     for name, sql in VIEWS.items():
-        con.execute(f"create or replace view {schema}.{name} as {sql.format(s=schema, date=_DATE_RE)}")
+        con.execute(f"create or replace view {schema}.{name} as {_view_sql(sql, schema)}")
         counts[name] = con.execute(f"select count(*) from {schema}.{name}").fetchone()[0]
     return counts

@@ -173,10 +173,22 @@ _LAST_NUMBER = int(_FIRST_NUMBERS[-1]) + 450_000
 """Numbers past the table's last year plus a year of grants are not real US numbers (demo ids)."""
 
 
+PATENT_NUMBER_RE = r"^(?:US)?0*(\d{7,8})(?:[AB]\d)?$"
+"""A US utility patent id, upper-cased and without commas (`US10000000B2`, `10000000`): group 1 is its number."""
+
+
+def number_ranges() -> list[tuple[int, int, int]]:
+    """(year, first number, first number past it) of every year in the table: the rule of `grant_years`,
+    as rows a SQL join can use (app_store's app_trajectory view)."""
+    firsts = [int(n) for n in _FIRST_NUMBERS]
+    return [(min(FIRST_UTILITY_PATENT_OF_YEAR) + i, first, end)
+            for i, (first, end) in enumerate(zip(firsts, [*firsts[1:], _LAST_NUMBER], strict=True))]
+
+
 def grant_years(pat_ids: pl.Series) -> pl.Series:
     """`grant_year_from_number` of every id (Int32, null where an id gives no year), vectorised."""
     digits = (pat_ids.cast(pl.String).str.strip_chars().str.to_uppercase().str.replace_all(",", "")
-              .str.extract(r"^(?:US)?0*(\d{7,8})(?:[AB]\d)?$", 1).cast(pl.Int64))
+              .str.extract(PATENT_NUMBER_RE, 1).cast(pl.Int64))
     number = digits.fill_null(-1).to_numpy()
     known = (number >= _FIRST_NUMBERS[0]) & (number < _LAST_NUMBER)
     year = np.full(len(number), np.nan, np.float32)

@@ -116,6 +116,43 @@ def test_grant_year_comes_from_the_patent_number_when_there_is_no_date():
     assert set(traj.patents["grant_year_source"]) == {"patent_number"} and traj.notes
 
 
+def _views_over(con: duckdb.DuckDBPyConnection, links: pl.DataFrame, patents: pl.DataFrame) -> dict[str, int]:
+    """A store holding these links and patents (and the module's devices and paths), with the app_* views."""
+    con.execute("create schema meddevkg")
+    for name, df in {"reranked_links": links.with_columns(pl.lit("probability").alias("verdict")),
+                     "pma_documents": DEVICES, "patents": patents, "candidate_pool": PATHS}.items():
+        con.register("df", df)
+        con.execute(f"create table meddevkg.{name} as select * from df")
+        con.unregister("df")
+    return create_application_views(con)
+
+
+def test_trajectory_view_takes_grant_years_from_patent_numbers_like_the_command():
+    ids = ["10165721", "10165720", "\tus8,157,760 ", "US9000000B2", "5480423", "D765432", "95002174", "7000000"]
+    patents = pl.DataFrame({"pat_id": ids, "title": list("abcdefgh"), "assignee": ["X"] * 8,
+                            "grant_date": [None] * 7 + [date(2003, 2, 1)],
+                            "filing_date": [None] * 7 + [date(2001, 5, 5)]},
+                           schema_overrides={"grant_date": pl.Date, "filing_date": pl.Date})
+    links = pl.DataFrame({"fda_id": ["P1"] * 5 + ["P2"] * 3, "pat_id": ids, "probability": [0.5] * 8,
+                          "decision": [True] * 7 + [False], "evidence": ["e"] * 8})
+    with duckdb.connect() as con:
+        _views_over(con, links, patents)
+        rows = con.sql("select fda_id, year, n_filed, n_granted, n_granted_from_number "
+                       "from meddevkg.app_trajectory order by fda_id, year").pl()
+    assert rows.rows() == [("P1", 1996, 0, 1, 1), ("P1", 2012, 0, 1, 1), ("P1", 2015, 0, 1, 1),
+                           ("P1", 2018, 0, 1, 1), ("P1", 2019, 0, 1, 1)]
+    for fda_id in ("P1", "P2"):
+        command = trajectory(links, patents, fda_id).counts
+        view = rows.filter(pl.col("fda_id") == fda_id)
+        assert view.select("year", "n_filed", "n_granted").rows() == command.rows()
+    dated = links.with_columns(pl.lit(True).alias("decision"))
+    with duckdb.connect() as con:
+        _views_over(con, dated, patents)
+        p2 = con.sql("select year, n_filed, n_granted, n_granted_from_number from meddevkg.app_trajectory "
+                     "where fda_id = 'P2' order by year").fetchall()
+    assert p2 == [(2001, 1, 0, 0), (2003, 0, 1, 0)]  # a grant date wins over the number (7000000: 2006)
+
+
 def test_output_directory_and_duckdb_views_answer_like_the_functions(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
@@ -124,15 +161,8 @@ def test_output_directory_and_duckdb_views_answer_like_the_functions(tmp_path):
     tables = from_output_dir(run)
     assert acquired_patents(tables.links, tables.company_paths, "P100001")["pat_id"].to_list() == ["A", "C"]
 
-    db = tmp_path / "w.duckdb"
-    with duckdb.connect(str(db)) as con:
-        con.execute("create schema meddevkg")
-        for name, df in {"reranked_links": LINKS.with_columns(pl.lit("probability").alias("verdict")),
-                         "pma_documents": DEVICES, "patents": PATENTS, "candidate_pool": PATHS}.items():
-            con.register("df", df)
-            con.execute(f"create table meddevkg.{name} as select * from df")
-            con.unregister("df")
-        counts = create_application_views(con)
+    with duckdb.connect(str(tmp_path / "w.duckdb")) as con:
+        counts = _views_over(con, LINKS, PATENTS)
         assert counts["app_device_patents"] == 8
         shared = con.sql("select other_fda_id, n_shared, rank from meddevkg.app_shared_patents "
                          "where fda_id = 'P100001' order by rank, other_fda_id").fetchall()
