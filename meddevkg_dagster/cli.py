@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -122,7 +123,7 @@ def _demo(_: argparse.Namespace) -> int:
             ("link recall on gold (out-of-fold)", _pct(ev["link_recall"])),
             ("share of all pairs kept", _pct(ev["link_share_of_pairs"])),
             ("DuckDB file", db), ("Dagster run", run["run_id"]),
-            ("open the UI", f"DAGSTER_HOME={os.environ['DAGSTER_HOME']} dagster dev -w {_WORKSPACE}")]
+            ("open the UI", ui_command(os.environ))]
     width = max(len(k) for k, _ in rows)
     for k, v in rows:
         print(f"  {k:<{width}}  {v}")
@@ -133,6 +134,30 @@ def _demo(_: argparse.Namespace) -> int:
 
 
 _WORKSPACE = Path(__file__).resolve().parents[1] / "workspace.yaml"
+_PATH_SETTINGS = ("MEDDEVKG_CORPUS", "MEDDEVKG_DUCKDB", "MEDDEVKG_EMBEDDING_CACHE", "MEDDEVKG_FDA_PMA",
+                  "MEDDEVKG_PATENTSVIEW_BULK_DIR")
+_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
+
+
+def ui_command(environ: Mapping[str, str]) -> str:
+    """`dagster dev` on what this run wrote, from any directory: the code location reads its corpus,
+    store and models from the MEDDEVKG_* settings, so the UI needs this run's (paths made absolute).
+    A secret's value is never printed; its name is, so the user exports it in that shell too."""
+    settings = {"MEDDEVKG_HOME": str(home_dir())}
+    secrets = []
+    for name, value in sorted(environ.items()):
+        if not name.startswith("MEDDEVKG_") or name == "MEDDEVKG_HOME":
+            continue
+        if any(word in name for word in _SECRET_WORDS):
+            secrets.append(name)
+        else:
+            settings[name] = str(Path(value).resolve()) if name in _PATH_SETTINGS and value else value
+    settings["DAGSTER_HOME"] = environ["DAGSTER_HOME"]
+    dagster = Path(sys.executable).parent / "dagster"
+    line = " ".join([*(f"{k}={shlex.quote(v)}" for k, v in settings.items()),
+                     shlex.quote(str(dagster if dagster.is_file() else "dagster")), "dev", "-w",
+                     shlex.quote(str(_WORKSPACE))])
+    return line + (f"  (with {', '.join(secrets)} exported)" if secrets else "")
 
 
 def _pct(x: float | None) -> str:
@@ -511,7 +536,8 @@ def _add_fda_pma_option(parser: argparse.ArgumentParser, feeds: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="meddevkg", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="materialise every asset on the bundled demo corpus and print a summary")
+    demo = sub.add_parser("demo", help="materialise every asset on the bundled demo corpus (or $MEDDEVKG_CORPUS) "
+                                       "and print a summary")
     demo.set_defaults(func=_demo)
     run = sub.add_parser("run", help="run the pipeline on a corpus directory and write Parquet outputs")
     run.add_argument("--corpus", required=True, help="corpus directory (devices, patents, optional gold_links)")

@@ -1,10 +1,16 @@
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import duckdb
 import pytest
 
 from meddevkg_core.schemas import fingerprint
-from meddevkg_dagster.cli import ensure_store_schema, main
+from meddevkg_dagster.cli import ensure_store_schema, main, ui_command
 
 
 def test_a_store_from_other_schemas_is_rebuilt_and_a_current_one_kept(tmp_path, capsys):
@@ -104,3 +110,29 @@ def test_compare_runs_reads_benchmark_directories_and_names_a_missing_ranking(tm
         assert "rankings.parquet not found" in str(exc)
     else:
         raise AssertionError("expected a clear refusal")
+
+
+def test_the_ui_command_opens_this_runs_corpus_and_store_from_any_directory(tmp_path, monkeypatch):
+    (tmp_path / "corpus").mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(tmp_path)
+    for name, value in {"MEDDEVKG_CORPUS": "corpus", "MEDDEVKG_HOME": "state", "MEDDEVKG_OPENFDA_API_KEY": "s3cret",
+                        "MEDDEVKG_PIPELINE_CONFIG": '{"rerank": {"seed": 7}}',
+                        "DAGSTER_HOME": str(tmp_path / "state" / "dagster_home")}.items():
+        monkeypatch.setenv(name, value)
+    line = ui_command(os.environ)
+    assert "s3cret" not in line and line.endswith("(with MEDDEVKG_OPENFDA_API_KEY exported)")
+    words = shlex.split(line.split("  (with ")[0])
+    settings = dict(w.split("=", 1) for w in words if re.match(r"^[A-Z_]+=", w))
+    command = [w for w in words if not re.match(r"^[A-Z_]+=", w)]
+    assert Path(command[0]).is_file() and command[1:3] == ["dev", "-w"] and Path(command[3]).is_file()
+    assert settings["MEDDEVKG_PIPELINE_CONFIG"] == '{"rerank": {"seed": 7}}'
+    probe = ("import dagster as dg\nfrom meddevkg_dagster.definitions import defs\n"
+             "value = lambda x: x.get_value() if isinstance(x, dg.EnvVar) else x\n"
+             "print(value(defs.resources['corpus'].path)); print(value(defs.resources['io_manager'].database))\n"
+             "print(value(defs.resources['pipeline_config'].config_json))")
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", str(tmp_path)), **settings}
+    out = subprocess.run([sys.executable, "-c", probe], cwd=elsewhere, env=env, capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    assert out == [str(tmp_path / "corpus"), str(tmp_path / "state" / "warehouse.duckdb"), '{"rerank": {"seed": 7}}']
