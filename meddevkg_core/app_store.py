@@ -62,9 +62,10 @@ def _no_paths() -> pl.DataFrame:
 
 
 def corpus_of(out_dir: Path) -> Path | None:
-    """The corpus a benchmark directory was made from (report.json), else $MEDDEVKG_CORPUS."""
-    report = out_dir / "report.json"
-    if report.is_file():
+    """The corpus a benchmark or run directory was made from (report.json, summary.json), else $MEDDEVKG_CORPUS."""
+    for report in (out_dir / "report.json", out_dir / "summary.json"):
+        if not report.is_file():
+            continue
         path = (json.loads(report.read_text()).get("corpus") or {}).get("path")
         for base in (Path.cwd(), out_dir, out_dir.parent) if path else ():
             if (base / path).is_dir() and any((base / path).glob("devices.*")):

@@ -216,8 +216,11 @@ def notes(models: Models) -> list[str]:
     return [] if models.cross_encoder else ["no cross-encoder configured: ai_score is missing for XGBoost"]
 
 
-def write_result(result: PipelineResult, out: str | Path) -> Path:
-    """Write every table of a run, replacing a previous run's files (written to temp names first)."""
+def write_result(result: PipelineResult, out: str | Path, corpus_root: Path | None = None) -> Path:
+    """Write every table of a run, replacing a previous run's files (written to temp names first).
+
+    `corpus_root` is recorded in summary.json (absolute: a reader may start from anywhere), so the
+    applications find the run's devices and patents (app_store.corpus_of)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     tables = {"candidates": result.candidates, "links": result.links,
@@ -235,6 +238,8 @@ def write_result(result: PipelineResult, out: str | Path) -> Path:
                             "n_train_pairs": result.model.full.n_train_pairs,
                             "n_train_devices": result.model.full.n_train_devices,
                             "folds": len(result.model.folds)}}
+    if corpus_root is not None:
+        summary["corpus"] = {"path": str(Path(corpus_root).resolve())}
     tmp = out / ".summary.json.tmp"
     tmp.write_text(json.dumps(summary, indent=2))
     staged.append((tmp, out / "summary.json"))

@@ -196,7 +196,7 @@ def _run(args: argparse.Namespace) -> int:
                          Path(args.embedding_cache) if args.embedding_cache else home_dir() / "embedding_cache",
                          args.embedding_model)
     result = run_pipeline(corpus, models)
-    out = write_result(result, args.out)
+    out = write_result(result, args.out, corpus.root)
     ev = result.evaluation
     print(f"\nwrote {out}: {ev.pool_size} candidates ({_pct(ev.pool_share_of_pairs)} of pairs, "
           f"gold recall {_pct(ev.pool_recall)}), {ev.n_links} links ({_pct(ev.link_share_of_pairs)} of pairs, "
@@ -399,7 +399,8 @@ def _app_tables(args: argparse.Namespace):
     if getattr(args, "fda_pma", None):
         from meddevkg_core.app_store import with_fda_decision_dates
 
-        tables = replace(tables, devices=with_fda_decision_dates(tables.devices, args.fda_pma))
+        devices = tables.devices if tables.devices is not None else tables.links.select("fda_id").unique()
+        tables = replace(tables, devices=with_fda_decision_dates(devices, args.fda_pma))
     if args.min_probability > 0:
         tables = replace(tables, links=tables.links.filter(pl.col("probability") >= args.min_probability))
     print(f"source: {tables.source}")
@@ -468,6 +469,8 @@ def _trajectory(args: argparse.Namespace) -> int:
     print(f"{traj.patents.height} linked patents; FDA approval year: {traj.decision_year or 'unknown'}")
     for note in traj.notes:
         print(f"note: {note}")
+    if traj.decision_year is None and not args.fda_pma:
+        print("note: the devices table has no approval date for it; --fda-pma fdadata_pma.parquet reads FDA's")
     _show("linked patents per year", traj.counts, 200)
     _show("linked patents", traj.patents, args.limit)
     if args.png:

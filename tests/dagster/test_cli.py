@@ -136,3 +136,36 @@ def test_the_ui_command_opens_this_runs_corpus_and_store_from_any_directory(tmp_
     out = subprocess.run([sys.executable, "-c", probe], cwd=elsewhere, env=env, capture_output=True, text=True,
                          check=True).stdout.splitlines()
     assert out == [str(tmp_path / "corpus"), str(tmp_path / "state" / "warehouse.duckdb"), '{"rerank": {"seed": 7}}']
+
+
+def test_trajectory_on_a_run_dates_the_device_from_fda_records_with_or_without_its_corpus(tmp_path, monkeypatch,
+                                                                                          capsys):
+    import json
+
+    import polars as pl
+
+    monkeypatch.delenv("MEDDEVKG_CORPUS", raising=False)
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "devices.csv").write_text("fda_id,text\nP100045,sensor\nP2,stent\n")
+    (corpus / "patents.csv").write_text("pat_id,text\n8157760,sensor\n5480423,stent\n")
+    fda = tmp_path / "pma.parquet"
+    pl.DataFrame({"submission_number": ["P100045", "P100045/S001"], "pma_number": ["P100045", "P100045"],
+                  "supplement_number": [None, "S001"], "is_original": [True, False],
+                  "date_decision": ["2014-05-28", "2024-09-30"], "approval_order_statement": ["", "new model"]}
+                 ).with_columns(pl.col("date_decision").str.to_date()).write_parquet(fda)
+    for name, summary in {"with_corpus": {"corpus": {"path": str(corpus)}}, "alone": {}}.items():
+        run = tmp_path / name
+        run.mkdir()
+        links = pl.DataFrame({"fda_id": ["P100045", "P100045", "P2"], "pat_id": ["8157760", "5480423", "5480423"],
+                              "probability": [0.9, 0.6, 0.8], "decision": [True, True, True]})
+        links.write_parquet(run / "links.parquet")
+        (run / "summary.json").write_text(json.dumps(summary))
+        assert main(["trajectory", "--device", "P100045", "--links", str(run)]) == 0
+        out = capsys.readouterr().out
+        assert "FDA approval year: unknown" in out and "--fda-pma fdadata_pma.parquet reads FDA's" in out
+        assert (f"(corpus {corpus})" in out) == (name == "with_corpus")
+        assert main(["trajectory", "--device", "P100045", "--links", str(run), "--fda-pma", str(fda)]) == 0
+        out = capsys.readouterr().out
+        assert "FDA approval year: 2014" in out and "reads FDA's" not in out  # the approval, not the supplement
+

@@ -8,6 +8,7 @@ import json
 import polars as pl
 import pytest
 
+from meddevkg_core.app_store import from_output_dir
 from meddevkg_core.companies import CompanyResolver
 from meddevkg_core.corpus import read_corpus
 from meddevkg_core.embeddings import HashingEncoder
@@ -17,7 +18,7 @@ from meddevkg_core.pipeline import Models, run_pipeline, write_result
 
 
 @pytest.mark.real_data
-def test_pipeline_on_the_real_benchmark(benchmark_dir, tmp_path):
+def test_pipeline_on_the_real_benchmark(benchmark_dir, tmp_path, monkeypatch):
     corpus = read_corpus(benchmark_dir)
     models = Models(encoder=HashingEncoder(dimension=384), nlp=load_spacy_pipeline(), ontology=load_meddevonto(),
                     resolver=CompanyResolver.for_corpus(benchmark_dir))
@@ -30,8 +31,11 @@ def test_pipeline_on_the_real_benchmark(benchmark_dir, tmp_path):
     links = result.links
     assert links.select("fda_id", "pat_id").is_unique().all()
     assert links.filter(pl.col("fda_id").is_in(corpus.gold_links["fda_id"].implode()))["out_of_fold"].all()
-    out = write_result(result, tmp_path / "out")
+    out = write_result(result, tmp_path / "out", corpus.root)
     assert pl.read_parquet(out / "links.parquet").height == links.height
     assert pl.read_parquet(out / "text_repairs.parquet").equals(corpus.text_repairs)
     assert json.loads((out / "summary.json").read_text())["text_repairs"]["devices"] == corpus.text_repairs.height
     assert not list(out.glob(".*.tmp"))
+    monkeypatch.delenv("MEDDEVKG_CORPUS", raising=False)
+    tables = from_output_dir(out)  # the applications find the run's corpus from summary.json alone
+    assert tables.devices is not None and (tables.devices.height, tables.patents.height) == (434, 2185)
