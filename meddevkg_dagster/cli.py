@@ -10,6 +10,7 @@ import argparse
 import os
 import shlex
 import shutil
+import signal
 import sys
 import tempfile
 from collections.abc import Iterator, Mapping
@@ -625,7 +626,13 @@ def main(argv: list[str] | None = None) -> int:
     sel.set_defaults(func=_select_devices)
     _register_applications(sub)
     args = parser.parse_args(argv)
-    return args.func(args)
+    try:
+        code = args.func(args)
+        sys.stdout.flush()  # inside the try: a closed pipe shows at the flush when the output fits the buffer
+        return code
+    except BrokenPipeError:  # `meddevkg trajectory ... | head`: the reader left; stop as Unix tools do (SIGPIPE)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python exits
+        return 128 + signal.SIGPIPE
 
 
 if __name__ == "__main__":

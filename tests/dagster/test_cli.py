@@ -169,3 +169,17 @@ def test_trajectory_on_a_run_dates_the_device_from_fda_records_with_or_without_i
         out = capsys.readouterr().out
         assert "FDA approval year: 2014" in out and "reads FDA's" not in out  # the approval, not the supplement
 
+
+def test_output_cut_short_by_a_closed_pipe_stops_quietly_with_sigpipes_code(tmp_path):
+    import polars as pl
+
+    run = tmp_path / "run"
+    run.mkdir()
+    pl.DataFrame({"fda_id": ["P1"], "pat_id": ["8157760"], "probability": [0.9], "decision": [True]}
+                 ).write_parquet(run / "links.parquet")
+    env = {k: v for k, v in os.environ.items() if k != "MEDDEVKG_CORPUS"}
+    proc = subprocess.Popen([sys.executable, "-m", "meddevkg_dagster.cli", "trajectory", "--device", "P1",
+                             "--links", str(run)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    proc.stdout.close()  # like `| head` exiting before the command writes
+    err = proc.stderr.read().decode()
+    assert proc.wait() == 141 and "Traceback" not in err and "Exception ignored" not in err, err
