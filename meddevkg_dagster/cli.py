@@ -137,14 +137,23 @@ def _demo(_: argparse.Namespace) -> int:
 _WORKSPACE = Path(__file__).resolve().parents[1] / "workspace.yaml"
 _PATH_SETTINGS = ("MEDDEVKG_CORPUS", "MEDDEVKG_DUCKDB", "MEDDEVKG_EMBEDDING_CACHE", "MEDDEVKG_FDA_PMA",
                   "MEDDEVKG_PATENTSVIEW_BULK_DIR")
+_MODEL_SETTINGS = ("MEDDEVKG_EMBEDDING_MODEL", "MEDDEVKG_CROSS_ENCODER")  # names, or paths, comma-separated
 _SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
+
+
+def _absolute(name: str, value: str) -> str:
+    if name in _PATH_SETTINGS and value:
+        return str(Path(value).resolve())
+    if name in _MODEL_SETTINGS:
+        return ",".join(str(Path(v).resolve()) if v and Path(v).exists() else v for v in value.split(","))
+    return value
 
 
 def ui_command(environ: Mapping[str, str]) -> str:
     """`dagster dev` on what this run wrote, from any directory: the code location reads its corpus,
     store and models from the MEDDEVKG_* settings, so the UI needs this run's (paths made absolute).
     A secret's value is never printed; its name is, so the user exports it in that shell too."""
-    settings = {"MEDDEVKG_HOME": str(home_dir())}
+    settings = {"MEDDEVKG_HOME": str(home_dir(environ))}
     secrets = []
     for name, value in sorted(environ.items()):
         if not name.startswith("MEDDEVKG_") or name == "MEDDEVKG_HOME":
@@ -152,7 +161,7 @@ def ui_command(environ: Mapping[str, str]) -> str:
         if any(word in name for word in _SECRET_WORDS):
             secrets.append(name)
         else:
-            settings[name] = str(Path(value).resolve()) if name in _PATH_SETTINGS and value else value
+            settings[name] = _absolute(name, value)
     settings["DAGSTER_HOME"] = environ["DAGSTER_HOME"]
     dagster = Path(sys.executable).parent / "dagster"
     line = " ".join([*(f"{k}={shlex.quote(v)}" for k, v in settings.items()),

@@ -113,12 +113,13 @@ def test_compare_runs_reads_benchmark_directories_and_names_a_missing_ranking(tm
 
 
 def test_the_ui_command_opens_this_runs_corpus_and_store_from_any_directory(tmp_path, monkeypatch):
-    (tmp_path / "corpus").mkdir()
+    for folder in ("corpus", "elsewhere", "models/reranker"):
+        (tmp_path / folder).mkdir(parents=True)
     elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
     monkeypatch.chdir(tmp_path)
     for name, value in {"MEDDEVKG_CORPUS": "corpus", "MEDDEVKG_HOME": "state", "MEDDEVKG_OPENFDA_API_KEY": "s3cret",
                         "MEDDEVKG_PIPELINE_CONFIG": '{"rerank": {"seed": 7}}',
+                        "MEDDEVKG_CROSS_ENCODER": "models/reranker", "MEDDEVKG_EMBEDDING_MODEL": "all-MiniLM-L6-v2",
                         "DAGSTER_HOME": str(tmp_path / "state" / "dagster_home")}.items():
         monkeypatch.setenv(name, value)
     line = ui_command(os.environ)
@@ -128,6 +129,8 @@ def test_the_ui_command_opens_this_runs_corpus_and_store_from_any_directory(tmp_
     command = [w for w in words if not re.match(r"^[A-Z_]+=", w)]
     assert Path(command[0]).is_file() and command[1:3] == ["dev", "-w"] and Path(command[3]).is_file()
     assert settings["MEDDEVKG_PIPELINE_CONFIG"] == '{"rerank": {"seed": 7}}'
+    assert settings["MEDDEVKG_CROSS_ENCODER"] == str(tmp_path / "models" / "reranker")  # a local model: absolute
+    assert settings["MEDDEVKG_EMBEDDING_MODEL"] == "all-MiniLM-L6-v2"  # a packaged model's name stays a name
     probe = ("import dagster as dg\nfrom meddevkg_dagster.definitions import defs\n"
              "value = lambda x: x.get_value() if isinstance(x, dg.EnvVar) else x\n"
              "print(value(defs.resources['corpus'].path)); print(value(defs.resources['io_manager'].database))\n"
