@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import shutil
@@ -270,8 +271,6 @@ def _compare_runs(args: argparse.Namespace) -> int:
 
 
 def _pairs_cv(args: argparse.Namespace) -> int:
-    import json
-
     from meddevkg_core.pair_cv import headline, main_pairs_cv
 
     report = main_pairs_cv(args.pairs, args.out, args.cross_encoder, args.device, args.hashing,
@@ -284,8 +283,6 @@ def _pairs_cv(args: argparse.Namespace) -> int:
 
 
 def _bench_extract(args: argparse.Namespace) -> int:
-    import json
-
     from meddevkg_core.config import CandidateConfig
     from meddevkg_core.corpus import read_corpus
     from meddevkg_core.entities import load_spacy_pipeline
@@ -318,8 +315,6 @@ def _company_report(args: argparse.Namespace) -> int:
 
 
 def _bench_scale(args: argparse.Namespace) -> int:
-    import json
-
     from meddevkg_core.scale_bench import format_scale_report, main_bench_scale
 
     report = main_bench_scale(args.patents, args.devices, args.seed, args.runs,
@@ -330,8 +325,6 @@ def _bench_scale(args: argparse.Namespace) -> int:
 
 
 def _bench_embed(args: argparse.Namespace) -> int:
-    import json
-
     from meddevkg_core.embed_bench import format_embed_report, main_bench_embed
 
     report = main_bench_embed(args.corpus, args.texts, args.runs, progress=lambda line: print(line, file=sys.stderr),
@@ -356,8 +349,6 @@ def backfill_home(home: str | None) -> Iterator[Path]:
 
 
 def _bench_backfill(args: argparse.Namespace) -> int:
-    import json
-
     with backfill_home(args.home) as home:
         os.environ["MEDDEVKG_HOME"] = str(home)
         os.environ.pop("DAGSTER_HOME", None)  # an instance of its own under that home
@@ -500,7 +491,9 @@ def _views(args: argparse.Namespace) -> int:
         counts = create_application_views(con)
     for name, n in counts.items():
         print(f"meddevkg.{name}: {n} rows")
-    print(f"query them with: duckdb {db} \"select * from meddevkg.app_shared_patents limit 10\"")
+    query = (f"import duckdb; duckdb.connect({json.dumps(str(db))}, read_only=True)"
+             '.sql("select * from meddevkg.app_shared_patents limit 10").show()')
+    print(f"query them with: {shlex.quote(sys.executable)} -c {shlex.quote(query)}")  # no duckdb CLI is installed
     return 0
 
 

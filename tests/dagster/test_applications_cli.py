@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import shlex
+import subprocess
+
 import polars as pl
 import pytest
 
@@ -65,6 +68,8 @@ def test_application_commands_answer_on_the_demo_store(demo, tmp_path, capsys):
     out = capsys.readouterr().out
     for view in ("app_device_patents", "app_shared_patents", "app_acquired_patents", "app_trajectory"):
         assert f"meddevkg.{view}:" in out
+    query = shlex.split(out.split("query them with: ", 1)[1])  # the printed command runs as printed
+    assert "other_fda_id" in subprocess.run(query, capture_output=True, text=True, check=True).stdout
     assert harness.table("app_acquired_patents").filter(pl.col("fda_id") == ACQUIRING).height > 0
 
 
