@@ -75,6 +75,13 @@ class RootCause:
     recall: dict[str, Any] | None = None
 
 
+def known_devices(links: pl.DataFrame, devices: pl.DataFrame | None = None) -> set[str]:
+    """The devices a link set can answer for: those with a kept link, and every device of its corpus
+    (a device with no link is a known answer, "none"; an id outside both is a typo or another corpus)."""
+    known = set(kept_links(links)["fda_id"].unique())
+    return known | set(devices["fda_id"]) if devices is not None else known
+
+
 def recall_root_cause(links: pl.DataFrame, *, fda_id: str | None = None, recall: dict[str, Any] | None = None,
                       devices: pl.DataFrame | None = None, patents: pl.DataFrame | None = None) -> RootCause:
     """Root-cause candidates for a device, or for an openFDA recall record (through its PMA numbers).
@@ -85,9 +92,7 @@ def recall_root_cause(links: pl.DataFrame, *, fda_id: str | None = None, recall:
     if (fda_id is None) == (recall is None):
         raise ValueError("give exactly one of fda_id or recall")
     named = [fda_id.strip().upper()] if fda_id else recall_pma_numbers(recall or {})
-    known = set(kept_links(links)["fda_id"].unique())
-    if devices is not None:
-        known |= set(devices["fda_id"])
+    known = known_devices(links, devices)
     ids = [i for i in named if i in known]
     return RootCause(ids, [i for i in named if i not in known], device_patents(links, ids, patents),
                      shared_patent_devices(links, ids, devices), recall_summary(recall) if recall else None)

@@ -17,10 +17,14 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 
 from meddevkg_core.home import home_dir
+
+if TYPE_CHECKING:
+    from meddevkg_core.app_store import AppTables
 
 
 def _prepare_instance_home() -> Path:
@@ -448,10 +452,22 @@ def _recall_rootcause(args: argparse.Namespace) -> int:
     return 0 if any(c.fda_ids for c in causes) else 1
 
 
+def _unknown_device(tables: AppTables, fda_id: str) -> bool:
+    """Say so when the device is not in the link set or its corpus, as recall-rootcause does."""
+    from meddevkg_core.applications import known_devices
+
+    if fda_id in known_devices(tables.links, tables.devices):
+        return False
+    print(f"not in this link set: {fda_id}")
+    return True
+
+
 def _ma_discovery(args: argparse.Namespace) -> int:
     from meddevkg_core.applications import acquired_patents
 
     tables = _app_tables(args)
+    if _unknown_device(tables, args.device):
+        return 1
     out = acquired_patents(tables.links, tables.company_paths, args.device)
     if tables.company_paths.height == 0:
         print("note: this source has no company paths (candidates table), so no acquisition can be shown")
@@ -466,6 +482,8 @@ def _trajectory(args: argparse.Namespace) -> int:
     from meddevkg_core.applications import plot_trajectory, trajectory
 
     tables = _app_tables(args)
+    if _unknown_device(tables, args.device):
+        return 1
     traj = trajectory(tables.links, tables.patents, args.device, tables.devices)
     print(f"{traj.patents.height} linked patents; FDA approval year: {traj.decision_year or 'unknown'}")
     for note in traj.notes:

@@ -73,6 +73,13 @@ def test_application_commands_answer_on_the_demo_store(demo, tmp_path, capsys):
     assert harness.table("app_acquired_patents").filter(pl.col("fda_id") == ACQUIRING).height > 0
 
 
+def test_a_device_the_link_set_does_not_know_is_named_and_fails(demo, capsys):
+    harness, _, _ = demo
+    for command in ("recall-rootcause", "ma-discovery", "trajectory"):
+        assert main([command, "--device", "P999999", "--db", str(harness.db)]) == 1
+        assert "not in this link set: P999999" in capsys.readouterr().out
+
+
 def test_recall_number_is_fetched_from_openfda_and_traced(demo, fake_source, monkeypatch, capsys):
     harness, _, _ = demo
     record = {"cfres_id": "1", "product_res_number": "Z-1234-2024", "recall_status": "Open, Classified",
