@@ -364,6 +364,15 @@ class FoldModels:
                           adapter(full["text_adapter"]), tuple(adapter(r["text_adapter"]) for r in rows))
 
 
+MIN_GOLD_DEVICES = 2
+"""Stage 3 is trained on gold and scores each gold device with a model that never saw it: that takes
+two devices with gold at the least (one to hold out, one to learn from)."""
+
+
+class RerankerTrainingError(ValueError):
+    """The gold cannot train Stage 3 (no positives and negatives in the pool, or too few devices)."""
+
+
 def fit_fold_models(features: pl.DataFrame, gold: pl.DataFrame, cfg: RerankConfig,
                     vectors: Vectors | None = None) -> FoldModels:
     """Train the full model and one model per device-grouped fold of the gold devices.
@@ -374,10 +383,15 @@ def fit_fold_models(features: pl.DataFrame, gold: pl.DataFrame, cfg: RerankConfi
     """
     labeled = label_pairs(features, gold)
     if labeled.height == 0 or labeled["label"].n_unique() < 2:
-        raise ValueError("cannot train the reranker: the pool holds no gold positives and negatives")
+        raise RerankerTrainingError("cannot train the reranker: the pool holds no gold positives and negatives "
+                                    f"({gold.height} gold links of {gold['fda_id'].n_unique()} devices given)")
+    groups = labeled["fda_id"].unique().sort().to_numpy()
+    if len(groups) < MIN_GOLD_DEVICES:
+        raise RerankerTrainingError(
+            f"cannot train the reranker: device-grouped folds need gold links in the pool for at least "
+            f"{MIN_GOLD_DEVICES} devices; the pool holds gold for {len(groups)} ({', '.join(groups.tolist())})")
     inner = min(3, cfg.folds)
     full = train_reranker(labeled, cfg, inner_folds=inner, vectors=vectors)
-    groups = labeled["fda_id"].unique().sort().to_numpy()
 
     def adapter(devices: np.ndarray) -> TextAdapter | None:
         if vectors is None or not cfg.text_adapter.enabled:

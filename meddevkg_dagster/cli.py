@@ -25,6 +25,7 @@ from meddevkg_core.home import home_dir
 
 if TYPE_CHECKING:
     from meddevkg_core.app_store import AppTables
+    from meddevkg_core.corpus import Corpus
 
 
 def _prepare_instance_home() -> Path:
@@ -80,6 +81,7 @@ def materialize_corpus(corpus_dir: Path | None = None) -> dict[str, str]:
     corpus_path = defs.resources["corpus"].path
     corpus_path = corpus_path.get_value() if isinstance(corpus_path, dg.EnvVar) else corpus_path
     corpus = read_corpus(corpus_path)
+    _require_trainable_gold(corpus, corpus_path)
     devices = corpus.devices["fda_id"].sort().to_list()
     instance = dg.DagsterInstance.get()
     years = register_partitions(instance, patent_years.name, year_keys(corpus.patents))
@@ -199,18 +201,34 @@ def load_models(corpus_dir: Path, cross_encoder: str | None, device: str, cache_
         embedding_cache=EmbeddingCache(cache_dir) if cache_dir else None)
 
 
+def _require_trainable_gold(corpus: Corpus, path: str) -> None:
+    """Stop before any encoding when the gold cannot train Stage 3 (it would fail at the very end)."""
+    from meddevkg_core.rerank import MIN_GOLD_DEVICES
+
+    n = corpus.gold_links["fda_id"].n_unique() if corpus.has_gold else 0
+    if n < MIN_GOLD_DEVICES:
+        raise SystemExit(f"{path}: {'no gold_links' if n == 0 else f'gold links for only {n} device'}; Stage 3 "
+                         "learns from gold links, scoring each gold device with a model that never saw it, and "
+                         f"needs them for at least {MIN_GOLD_DEVICES} devices (README, 'Another corpus')")
+
+
 def _run(args: argparse.Namespace) -> int:
     from meddevkg_core.corpus import read_corpus
     from meddevkg_core.dossier import with_supplements
     from meddevkg_core.pipeline import run_pipeline, write_result
+    from meddevkg_core.rerank import RerankerTrainingError
 
     corpus = with_supplements(read_corpus(args.corpus), args.fda_pma)
     print(f"corpus {args.corpus}: {corpus.devices.height} devices, {corpus.patents.height} patents, "
           f"{corpus.gold_links.height} gold pairs, {corpus.rejected.height} rejected rows")
+    _require_trainable_gold(corpus, args.corpus)
     models = load_models(Path(args.corpus), args.cross_encoder, args.device,
                          Path(args.embedding_cache) if args.embedding_cache else home_dir() / "embedding_cache",
                          args.embedding_model)
-    result = run_pipeline(corpus, models)
+    try:
+        result = run_pipeline(corpus, models)
+    except RerankerTrainingError as exc:  # gold devices that the Stage-2 pool does not hold
+        raise SystemExit(f"{args.corpus}: {exc}") from exc
     out = write_result(result, args.out, corpus.root)
     ev = result.evaluation
     print(f"\nwrote {out}: {ev.pool_size} candidates ({_pct(ev.pool_share_of_pairs)} of pairs, "
@@ -229,19 +247,22 @@ def _benchmark(args: argparse.Namespace) -> int:
     from meddevkg_core.config import PipelineConfig
     from meddevkg_core.corpus import read_corpus
     from meddevkg_core.dossier import with_supplements
+    from meddevkg_core.rerank import RerankerTrainingError
 
     if args.fda_approval_dates and not args.fda_pma:  # a usage error, before any file is read
         raise SystemExit("--fda-approval-dates reads the approvals from --fda-pma: give both")
     corpus = with_supplements(read_corpus(args.corpus), args.fda_pma)
-    if not corpus.has_gold:
-        raise SystemExit(f"{args.corpus} has no gold_links: the benchmark needs gold to evaluate against")
+    _require_trainable_gold(corpus, args.corpus)
     if args.fda_approval_dates:
         corpus = replace(corpus, devices=with_fda_decision_dates(corpus.devices, args.fda_pma))
     config = PipelineConfig.model_validate_json(Path(args.config).read_text()) if args.config else PipelineConfig()
     models = load_models(Path(args.corpus), args.cross_encoder, args.device,
                          Path(args.embedding_cache) if args.embedding_cache else home_dir() / "embedding_cache",
                          args.embedding_model)
-    result = run_benchmark(corpus, models, config, args.out, ablations=not args.no_ablations)
+    try:
+        result = run_benchmark(corpus, models, config, args.out, ablations=not args.no_ablations)
+    except RerankerTrainingError as exc:  # gold devices that the Stage-2 pool does not hold
+        raise SystemExit(f"{args.corpus}: {exc}") from exc
     print((Path(args.out) / "report.md").read_text())
     print(f"wrote {args.out}: candidates.parquet, links.parquet, rankings.parquet, report.json, report.md, plots/")
     return 0 if result.report else 1

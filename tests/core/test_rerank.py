@@ -104,6 +104,17 @@ def test_gold_devices_are_scored_out_of_fold_and_others_by_the_full_model():
     assert sorted(held_out) == sorted(gold["fda_id"].unique().to_list())  # each gold device in exactly one fold
 
 
+def test_gold_the_folds_cannot_use_is_refused_naming_what_there_is():
+    pool, gold = synthetic_pool()
+    features = feature_frame(pool, None)
+    one = gold.filter(pl.col("fda_id") == "P03")
+    with pytest.raises(rerank.RerankerTrainingError, match=r"at least 2 devices; the pool holds gold for 1 \(P03\)"):
+        fit_fold_models(features, one, CFG)
+    outside = pl.DataFrame({"fda_id": ["P03"], "pat_id": ["nowhere"]})
+    with pytest.raises(rerank.RerankerTrainingError, match="no gold positives and negatives"):
+        fit_fold_models(features, outside, CFG)
+
+
 def test_a_devices_own_gold_never_changes_its_out_of_fold_scores():
     """The leak test: relabel one device's gold; its probabilities and cut-off must not move."""
     pool, gold = synthetic_pool()

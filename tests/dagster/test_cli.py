@@ -40,6 +40,26 @@ def test_benchmark_refuses_a_corpus_without_gold(tmp_path):
         raise AssertionError("expected a clear refusal")
 
 
+@pytest.mark.parametrize("command", ["run", "benchmark", "demo"])
+def test_gold_for_a_single_device_is_refused_before_any_encoding(tmp_path, monkeypatch, command):
+    import meddevkg_dagster.cli as cli
+
+    def no_models(*args):
+        raise AssertionError("models were loaded: the refusal came too late")
+
+    (tmp_path / "devices.csv").write_text("fda_id,text\nP1,stent\nP2,valve\n")
+    (tmp_path / "patents.csv").write_text("pat_id,text\n1,stent\n2,valve\n")
+    (tmp_path / "gold_links.csv").write_text("fda_id,pat_id\nP1,1\nP9,2\n")  # P9: unknown, rejected
+    monkeypatch.setattr(cli, "load_models", no_models)
+    for name, value in {"MEDDEVKG_CORPUS": str(tmp_path), "MEDDEVKG_HOME": str(tmp_path / "home"),
+                        "DAGSTER_HOME": str(tmp_path / "home" / "dagster_home")}.items():
+        monkeypatch.setenv(name, value)  # setenv: restored afterwards, though demo sets DAGSTER_HOME itself
+    args = ["demo"] if command == "demo" else [command, "--corpus", str(tmp_path), "--out", str(tmp_path / "out")]
+    with pytest.raises(SystemExit, match="gold links for only 1 device; Stage 3 learns from gold links"):
+        main(args)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "home" / "warehouse.duckdb").exists()
+
+
 def _benchmark_without_running(tmp_path, monkeypatch, devices: str, gold: str):
     """A corpus in tmp_path and `meddevkg benchmark` with models and run stubbed: returns the
     command's first arguments and the list of (corpus, ablations) the run was called with."""
@@ -61,7 +81,8 @@ def _benchmark_without_running(tmp_path, monkeypatch, devices: str, gold: str):
 
 
 def test_benchmark_no_ablations_reaches_the_run(tmp_path, monkeypatch):
-    base, calls = _benchmark_without_running(tmp_path, monkeypatch, "fda_id,text\nP1,stent\n", "fda_id,pat_id\nP1,1\n")
+    base, calls = _benchmark_without_running(tmp_path, monkeypatch, "fda_id,text\nP1,stent\nP2,valve\n",
+                                             "fda_id,pat_id\nP1,1\nP2,1\n")
     for extra in ([], ["--no-ablations"]):
         main([*base, *extra])
     assert [ablations for _, ablations in calls] == [True, False]
@@ -73,7 +94,7 @@ def test_benchmark_fda_approval_dates_date_the_devices_from_the_fda_records(tmp_
     from meddevkg_core.benchmark import dated_devices
 
     base, calls = _benchmark_without_running(tmp_path, monkeypatch, "fda_id,text\nP100045,sensor\nP999999,stent\n",
-                                             "fda_id,pat_id\nP100045,1\n")
+                                             "fda_id,pat_id\nP100045,1\nP999999,1\n")
     fda = tmp_path / "pma.parquet"  # fdadata's columns: an original and a supplement
     pl.DataFrame({"submission_number": ["P100045", "P100045/S001"], "pma_number": ["P100045", "P100045"],
                   "supplement_number": [None, "S001"], "is_original": [True, False],
