@@ -40,24 +40,39 @@ def test_benchmark_refuses_a_corpus_without_gold(tmp_path):
         raise AssertionError("expected a clear refusal")
 
 
-@pytest.mark.parametrize("command", ["run", "benchmark", "demo"])
+def _corpus_with_gold_for_one_device(root: Path) -> Path:
+    (root / "devices.csv").write_text("fda_id,text\nP1,stent\nP2,valve\n")
+    (root / "patents.csv").write_text("pat_id,text\n1,stent\n2,valve\n")
+    (root / "gold_links.csv").write_text("fda_id,pat_id\nP1,1\nP9,2\n")  # P9: unknown, rejected
+    return root
+
+
+REFUSAL = "gold links for only 1 device; Stage 3 learns from gold links"
+
+
+@pytest.mark.parametrize("command", ["run", "benchmark"])
 def test_gold_for_a_single_device_is_refused_before_any_encoding(tmp_path, monkeypatch, command):
     import meddevkg_dagster.cli as cli
 
     def no_models(*args):
         raise AssertionError("models were loaded: the refusal came too late")
 
-    (tmp_path / "devices.csv").write_text("fda_id,text\nP1,stent\nP2,valve\n")
-    (tmp_path / "patents.csv").write_text("pat_id,text\n1,stent\n2,valve\n")
-    (tmp_path / "gold_links.csv").write_text("fda_id,pat_id\nP1,1\nP9,2\n")  # P9: unknown, rejected
+    corpus = _corpus_with_gold_for_one_device(tmp_path)
     monkeypatch.setattr(cli, "load_models", no_models)
-    for name, value in {"MEDDEVKG_CORPUS": str(tmp_path), "MEDDEVKG_HOME": str(tmp_path / "home"),
-                        "DAGSTER_HOME": str(tmp_path / "home" / "dagster_home")}.items():
-        monkeypatch.setenv(name, value)  # setenv: restored afterwards, though demo sets DAGSTER_HOME itself
-    args = ["demo"] if command == "demo" else [command, "--corpus", str(tmp_path), "--out", str(tmp_path / "out")]
-    with pytest.raises(SystemExit, match="gold links for only 1 device; Stage 3 learns from gold links"):
-        main(args)
-    assert not (tmp_path / "out").exists() and not (tmp_path / "home" / "warehouse.duckdb").exists()
+    with pytest.raises(SystemExit, match=REFUSAL):
+        main([command, "--corpus", str(corpus), "--out", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()
+
+
+def test_demo_refuses_such_a_corpus_before_any_run(tmp_path):
+    """In its own process: the definitions read MEDDEVKG_CORPUS when they are imported."""
+    corpus = _corpus_with_gold_for_one_device(tmp_path)
+    env = {**os.environ, "MEDDEVKG_CORPUS": str(corpus), "MEDDEVKG_HOME": str(tmp_path / "home")}
+    env.pop("DAGSTER_HOME", None)
+    done = subprocess.run([sys.executable, "-m", "meddevkg_dagster.cli", "demo"], env=env, capture_output=True,
+                          text=True)
+    assert done.returncode == 1 and REFUSAL in done.stderr, done.stderr[-2000:]
+    assert not (tmp_path / "home" / "warehouse.duckdb").exists()
 
 
 def _benchmark_without_running(tmp_path, monkeypatch, devices: str, gold: str):
