@@ -80,6 +80,10 @@ def materialize_corpus(corpus_dir: Path | None = None) -> dict[str, str]:
 
     corpus_path = defs.resources["corpus"].path
     corpus_path = corpus_path.get_value() if isinstance(corpus_path, dg.EnvVar) else corpus_path
+    wanted = os.environ.get("MEDDEVKG_CORPUS")
+    if wanted and Path(wanted).resolve() != Path(corpus_path).resolve():  # never run another corpus silently
+        raise RuntimeError(f"this process's Dagster definitions were built for the corpus {corpus_path}, not "
+                           f"MEDDEVKG_CORPUS={wanted}: materialise it in a new process")
     corpus = read_corpus(corpus_path)
     _require_trainable_gold(corpus, corpus_path)
     devices = corpus.devices["fda_id"].sort().to_list()

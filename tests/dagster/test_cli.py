@@ -222,3 +222,19 @@ def test_output_cut_short_by_a_closed_pipe_stops_quietly_with_sigpipes_code(tmp_
     proc.stdout.close()  # like `| head` exiting before the command writes
     err = proc.stderr.read().decode()
     assert proc.wait() == 141 and "Traceback" not in err and "Exception ignored" not in err, err
+
+
+def test_materialising_a_corpus_the_loaded_definitions_do_not_hold_is_refused(tmp_path, monkeypatch):
+    import dagster as dg
+
+    from meddevkg_dagster.cli import materialize_corpus
+    from meddevkg_dagster.definitions import defs
+
+    built = defs.resources["corpus"]
+    if isinstance(built.path, dg.EnvVar):  # built with MEDDEVKG_CORPUS set: pin it as a string, as without it
+        monkeypatch.setitem(defs.resources, "corpus", built.model_copy(update={"path": built.path.get_value()}))
+    corpus = _corpus_with_gold_for_one_device(tmp_path)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    monkeypatch.setenv("MEDDEVKG_CORPUS", str(tmp_path))  # restored afterwards; materialize_corpus sets it
+    with pytest.raises(RuntimeError, match="built for the corpus .*: materialise it in a new process"):
+        materialize_corpus(corpus)
