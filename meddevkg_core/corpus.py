@@ -201,10 +201,13 @@ def read_table(path: Path, table: str) -> TableRead:
 
 
 def read_corpus(root: str | Path) -> Corpus:
-    """Read and validate a corpus directory; devices and patents are required."""
-    root = Path(root)
-    if not root.is_dir():
+    """Read and validate a corpus directory; devices and patents are required.
+
+    `Corpus.root` is absolute, so what a run records of it (report.json, summary.json) leads back to
+    the corpus from any directory."""
+    if not Path(root).is_dir():
         raise CorpusError(f"corpus directory {root} does not exist")
+    root = Path(root).resolve()
     reads: dict[str, TableRead] = {}
     for table in ("devices", "patents", "gold_links", "labeled_pairs"):
         path = find_table(root, table)

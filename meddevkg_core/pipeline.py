@@ -219,8 +219,8 @@ def notes(models: Models) -> list[str]:
 def write_result(result: PipelineResult, out: str | Path, corpus_root: Path | None = None) -> Path:
     """Write every table of a run, replacing a previous run's files (written to temp names first).
 
-    `corpus_root` is recorded in summary.json (absolute: a reader may start from anywhere), so the
-    applications find the run's devices and patents (app_store.corpus_of)."""
+    `corpus_root` (read_corpus makes it absolute) is recorded in summary.json, so the applications
+    find the run's devices and patents from any directory (app_store.corpus_of)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     tables = {"candidates": result.candidates, "links": result.links,
@@ -239,7 +239,7 @@ def write_result(result: PipelineResult, out: str | Path, corpus_root: Path | No
                             "n_train_devices": result.model.full.n_train_devices,
                             "folds": len(result.model.folds)}}
     if corpus_root is not None:
-        summary["corpus"] = {"path": str(Path(corpus_root).resolve())}
+        summary["corpus"] = {"path": str(corpus_root)}
     tmp = out / ".summary.json.tmp"
     tmp.write_text(json.dumps(summary, indent=2))
     staged.append((tmp, out / "summary.json"))

@@ -6,6 +6,7 @@ from dataclasses import replace
 import polars as pl
 import pytest
 
+from meddevkg_core.app_store import from_output_dir
 from meddevkg_core.benchmark import _protocol, device_category, hard_negative_fpr_at_recall, run_benchmark
 from meddevkg_core.companies import CompanyResolver
 from meddevkg_core.config import PipelineConfig, RerankConfig, TextAdapterConfig
@@ -53,6 +54,16 @@ def test_writes_every_file_of_the_contract(demo_run):
     assert report["protocol"].startswith("5 device-grouped folds over gold devices (devices not shuffled)")
     assert "## Ablations" in (out / "report.md").read_text()
     assert (out / "plots" / "recall_volume.png").read_bytes()[:4] == b"\x89PNG"
+    assert report["corpus"]["path"] == str(demo_corpus_dir().resolve())  # absolute: found from any directory
+
+
+def test_the_applications_find_the_benchmarks_corpus_from_another_directory(demo_run, tmp_path, monkeypatch):
+    _, out = demo_run
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MEDDEVKG_CORPUS", raising=False)
+    tables = from_output_dir(out)
+    assert tables.devices is not None and tables.devices.height == 29
+    assert tables.source.endswith(f"(corpus {demo_corpus_dir().resolve()})")
 
 
 def test_ranking_probabilities_agree_with_the_link_rows(demo_run):

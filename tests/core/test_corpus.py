@@ -42,6 +42,17 @@ def test_reads_csv_and_jsonl_and_quarantines_bad_rows(tmp_path):
     assert all(json.loads(r) for r in corpus.rejected["record"])
 
 
+def test_a_corpus_read_by_a_relative_path_knows_its_absolute_root(tmp_path, monkeypatch):
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    (corpus / "devices.csv").write_text("fda_id,text\nP1,stent\n")
+    (corpus / "patents.csv").write_text("pat_id,text\n1,stent\n")
+    monkeypatch.chdir(tmp_path)
+    assert read_corpus("c").root == corpus.resolve()  # runs record it; their readers may start elsewhere
+    with pytest.raises(CorpusError, match="corpus directory nowhere does not exist"):
+        read_corpus("nowhere")
+
+
 def test_missing_required_table_is_a_clear_error(tmp_path):
     (tmp_path / "devices.csv").write_text("fda_id,text\nP1,stent\n")
     with pytest.raises(CorpusError, match="no patents table"):
