@@ -216,11 +216,22 @@ def _require_trainable_gold(corpus: Corpus, path: str) -> None:
                          f"needs them for at least {MIN_GOLD_DEVICES} devices (README, 'Another corpus')")
 
 
+@contextmanager
+def _exit_on_untrainable_gold(path: str) -> Iterator[None]:
+    """A training error found after the early check (gold devices the Stage-2 pool does not hold)
+    ends the command with its reason, as the early check does."""
+    from meddevkg_core.rerank import RerankerTrainingError
+
+    try:
+        yield
+    except RerankerTrainingError as exc:
+        raise SystemExit(f"{path}: {exc}") from exc
+
+
 def _run(args: argparse.Namespace) -> int:
     from meddevkg_core.corpus import read_corpus
     from meddevkg_core.dossier import with_supplements
     from meddevkg_core.pipeline import run_pipeline, write_result
-    from meddevkg_core.rerank import RerankerTrainingError
 
     corpus = with_supplements(read_corpus(args.corpus), args.fda_pma)
     print(f"corpus {args.corpus}: {corpus.devices.height} devices, {corpus.patents.height} patents, "
@@ -229,10 +240,8 @@ def _run(args: argparse.Namespace) -> int:
     models = load_models(Path(args.corpus), args.cross_encoder, args.device,
                          Path(args.embedding_cache) if args.embedding_cache else home_dir() / "embedding_cache",
                          args.embedding_model)
-    try:
+    with _exit_on_untrainable_gold(args.corpus):
         result = run_pipeline(corpus, models)
-    except RerankerTrainingError as exc:  # gold devices that the Stage-2 pool does not hold
-        raise SystemExit(f"{args.corpus}: {exc}") from exc
     out = write_result(result, args.out, corpus.root)
     ev = result.evaluation
     print(f"\nwrote {out}: {ev.pool_size} candidates ({_pct(ev.pool_share_of_pairs)} of pairs, "
@@ -251,7 +260,6 @@ def _benchmark(args: argparse.Namespace) -> int:
     from meddevkg_core.config import PipelineConfig
     from meddevkg_core.corpus import read_corpus
     from meddevkg_core.dossier import with_supplements
-    from meddevkg_core.rerank import RerankerTrainingError
 
     if args.fda_approval_dates and not args.fda_pma:  # a usage error, before any file is read
         raise SystemExit("--fda-approval-dates reads the approvals from --fda-pma: give both")
@@ -263,10 +271,8 @@ def _benchmark(args: argparse.Namespace) -> int:
     models = load_models(Path(args.corpus), args.cross_encoder, args.device,
                          Path(args.embedding_cache) if args.embedding_cache else home_dir() / "embedding_cache",
                          args.embedding_model)
-    try:
+    with _exit_on_untrainable_gold(args.corpus):
         result = run_benchmark(corpus, models, config, args.out, ablations=not args.no_ablations)
-    except RerankerTrainingError as exc:  # gold devices that the Stage-2 pool does not hold
-        raise SystemExit(f"{args.corpus}: {exc}") from exc
     print((Path(args.out) / "report.md").read_text())
     print(f"wrote {args.out}: candidates.parquet, links.parquet, rankings.parquet, report.json, report.md, plots/")
     return 0 if result.report else 1
@@ -589,7 +595,7 @@ def main(argv: list[str] | None = None) -> int:
                                        "and print a summary")
     demo.set_defaults(func=_demo)
     run = sub.add_parser("run", help="run the pipeline on a corpus directory and write Parquet outputs")
-    run.add_argument("--corpus", required=True, help="corpus directory (devices, patents, optional gold_links)")
+    run.add_argument("--corpus", required=True, help="corpus directory (devices, patents, gold_links)")
     run.add_argument("--out", required=True, help="output directory")
     _add_fda_pma_option(run, "the dossier_lexical score; without it that score is missing")
     _add_model_options(run)
