@@ -103,6 +103,17 @@ def test_benchmark_no_ablations_reaches_the_run(tmp_path, monkeypatch):
     assert [ablations for _, ablations in calls] == [True, False]
 
 
+def _fda_records(path: Path) -> Path:
+    """FDA PMA records with fdadata's columns: P100045's original (2014) and a supplement (2024)."""
+    import polars as pl
+
+    pl.DataFrame({"submission_number": ["P100045", "P100045/S001"], "pma_number": ["P100045", "P100045"],
+                  "supplement_number": [None, "S001"], "is_original": [True, False],
+                  "date_decision": ["2014-05-28", "2024-09-30"], "approval_order_statement": ["", "new model"]}
+                 ).with_columns(pl.col("date_decision").str.to_date()).write_parquet(path)
+    return path
+
+
 def test_benchmark_fda_approval_dates_date_the_devices_from_the_fda_records(tmp_path, monkeypatch):
     import polars as pl
 
@@ -110,11 +121,7 @@ def test_benchmark_fda_approval_dates_date_the_devices_from_the_fda_records(tmp_
 
     base, calls = _benchmark_without_running(tmp_path, monkeypatch, "fda_id,text\nP100045,sensor\nP999999,stent\n",
                                              "fda_id,pat_id\nP100045,1\nP999999,1\n")
-    fda = tmp_path / "pma.parquet"  # fdadata's columns: an original and a supplement
-    pl.DataFrame({"submission_number": ["P100045", "P100045/S001"], "pma_number": ["P100045", "P100045"],
-                  "supplement_number": [None, "S001"], "is_original": [True, False],
-                  "date_decision": ["2014-05-28", "2024-09-30"], "approval_order_statement": ["", "new model"]}
-                 ).with_columns(pl.col("date_decision").str.to_date()).write_parquet(fda)
+    fda = _fda_records(tmp_path / "pma.parquet")
     main([*base, "--fda-pma", str(fda)])
     main([*base, "--fda-pma", str(fda), "--fda-approval-dates"])
     undated, dated = (corpus.devices.sort("fda_id")["decision_date"].cast(pl.String).to_list() for corpus, _ in calls)
@@ -188,11 +195,7 @@ def test_trajectory_on_a_run_dates_the_device_from_fda_records_with_or_without_i
     corpus.mkdir()
     (corpus / "devices.csv").write_text("fda_id,text\nP100045,sensor\nP2,stent\n")
     (corpus / "patents.csv").write_text("pat_id,text\n8157760,sensor\n5480423,stent\n")
-    fda = tmp_path / "pma.parquet"
-    pl.DataFrame({"submission_number": ["P100045", "P100045/S001"], "pma_number": ["P100045", "P100045"],
-                  "supplement_number": [None, "S001"], "is_original": [True, False],
-                  "date_decision": ["2014-05-28", "2024-09-30"], "approval_order_statement": ["", "new model"]}
-                 ).with_columns(pl.col("date_decision").str.to_date()).write_parquet(fda)
+    fda = _fda_records(tmp_path / "pma.parquet")
     for name, summary in {"with_corpus": {"corpus": {"path": str(corpus)}}, "alone": {}}.items():
         run = tmp_path / name
         run.mkdir()
