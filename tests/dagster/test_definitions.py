@@ -69,3 +69,11 @@ def test_dagster_cli_validates_the_workspace(tmp_path):
                          cwd=REPO, capture_output=True, text=True, env={"DAGSTER_HOME": str(tmp_path),
                                                                          "PATH": "/usr/bin:/bin"})
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_loading_the_definitions_prints_no_backfill_policy_beta_warning():
+    # Every `meddevkg demo` and `dagster` command started with seven copies of this warning.
+    out = subprocess.run([sys.executable, "-W", "default", "-c", "import meddevkg_dagster.definitions"],
+                         cwd=REPO, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "backfill_policy" not in out.stderr
