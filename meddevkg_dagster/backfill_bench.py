@@ -98,7 +98,7 @@ def run_backfill_bench(corpus_dir: Path, runs: int = 3, patent_copies: int = 1) 
 
     materialize_corpus(corpus_dir)
     from meddevkg_dagster.definitions import defs
-    from meddevkg_dagster.partitions import pma_devices
+    from meddevkg_dagster.partitions import pma_devices, range_tags
 
     instance = dg.DagsterInstance.get()
     keys = instance.get_dynamic_partitions(pma_devices.name)
@@ -111,7 +111,7 @@ def run_backfill_bench(corpus_dir: Path, runs: int = 3, patent_copies: int = 1) 
         tables = {t: con.sql(f"select * from meddevkg.{t}").pl() for t in
                   ("patents", "patent_embeddings", "patent_entities", "meddevonto", "reranker_model")}
     job = defs.resolve_job_def("device_links_job")
-    tags = {"dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1]}
+    tags = range_tags(keys[0], keys[-1])
     quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
     wall: dict[str, list[float]] = {"dagster": [], "core": []}
     cpu: dict[str, list[float]] = {"dagster": [], "core": []}

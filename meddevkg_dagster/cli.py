@@ -76,7 +76,7 @@ def materialize_corpus(corpus_dir: Path | None = None) -> dict[str, str]:
     from meddevkg_core.corpus import read_corpus
     from meddevkg_core.patent_years import year_keys
     from meddevkg_dagster.definitions import defs
-    from meddevkg_dagster.partitions import patent_years, pma_devices
+    from meddevkg_dagster.partitions import patent_years, pma_devices, range_tags
 
     corpus_path = defs.resources["corpus"].path
     corpus_path = corpus_path.get_value() if isinstance(corpus_path, dg.EnvVar) else corpus_path
@@ -99,7 +99,7 @@ def materialize_corpus(corpus_dir: Path | None = None) -> dict[str, str]:
     for job, part in (("patents_job", years), ("meddevkg_job", keys)):
         result = defs.resolve_job_def(job).execute_in_process(
             instance=instance, run_config={"loggers": {"console": {"config": {"log_level": "INFO"}}}},
-            tags={"dagster/asset_partition_range_start": part[0], "dagster/asset_partition_range_end": part[-1]})
+            tags=range_tags(part[0], part[-1]))
         if not result.success:
             raise SystemExit(f"the {job} run failed; see the log above")
         run_ids.append(result.run_id)

@@ -36,3 +36,28 @@ features compare a device with its company's other products: the catalogue, not 
 def every_partition(*inputs: str) -> dict[str, dg.AssetIn]:
     """`ins=` for an asset that reads these assets whole (every partition)."""
     return {name: dg.AssetIn(partition_mapping=EVERY_PARTITION) for name in inputs}
+
+
+def range_tags(start: str, end: str) -> dict[str, str]:
+    """Run tags that make one run materialise the partitions from `start` to `end` (both included)."""
+    return {"dagster/asset_partition_range_start": start, "dagster/asset_partition_range_end": end}
+
+
+def key_ranges(wanted: list[str], ordered: list[str]) -> list[tuple[str, str]]:
+    """The fewest (start, end) ranges covering exactly `wanted`, in the instance's key order.
+
+    A dynamic partition range follows the order keys were added in, not their sort order: the keys
+    2025 and 2026 may have `undated` between them, and one range from 2025 to 2026 would re-run it."""
+    position = {key: i for i, key in enumerate(ordered)}
+    missing = [k for k in wanted if k not in position]
+    if missing:
+        raise ValueError(f"not partitions of this instance: {missing}")
+    ranges: list[tuple[str, str]] = []
+    previous = None
+    for i in sorted({position[k] for k in wanted}):
+        if previous is not None and i == previous + 1:
+            ranges[-1] = (ranges[-1][0], ordered[i])
+        else:
+            ranges.append((ordered[i], ordered[i]))
+        previous = i
+    return ranges

@@ -6,7 +6,7 @@ import dagster as dg
 
 from meddevkg_core.patent_years import current_year_keys
 from meddevkg_dagster.jobs import meddevkg_job, patents_job
-from meddevkg_dagster.partitions import patent_years, pma_devices
+from meddevkg_dagster.partitions import key_ranges, patent_years, pma_devices, range_tags
 
 RELINK_TAG = "meddevkg/relink_after"
 
@@ -15,16 +15,18 @@ RELINK_TAG = "meddevkg/relink_after"
              description="Mondays 04:00: re-read the current grant year from the patent source (PatentsView "
                          "publishes each Tuesday's grants), extracting and encoding only that year; "
                          "relink_after_patent_refresh then re-links the devices.")
-def weekly_patents_refresh(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
+def weekly_patents_refresh(context: dg.ScheduleEvaluationContext) -> list[dg.RunRequest]:
     keys = current_year_keys(context.scheduled_execution_time.date())
     known = set(context.instance.get_dynamic_partitions(patent_years.name))
     if missing := [k for k in keys if k not in known]:
         # Schedules cannot return partition requests; adding a key twice is impossible, so this is idempotent.
         context.instance.add_dynamic_partitions(patent_years.name, missing)
-    return dg.RunRequest(
-        run_key=f"patents-{context.scheduled_execution_time:%Y-%m-%d}",
-        tags={"dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1]},
-    )
+    ranges = key_ranges(keys, context.instance.get_dynamic_partitions(patent_years.name))
+    day = f"{context.scheduled_execution_time:%Y-%m-%d}"
+    # One run when the years are neighbours in the instance's order, else one per year: a range
+    # spanning other keys would re-extract and re-encode them.
+    return [dg.RunRequest(run_key=f"patents-{day}" if len(ranges) == 1 else f"patents-{day}-{start}",
+                          tags=range_tags(start, end)) for start, end in ranges]
 
 
 @dg.run_status_sensor(run_status=dg.DagsterRunStatus.SUCCESS, monitored_jobs=[patents_job], request_job=meddevkg_job,
@@ -36,9 +38,7 @@ def relink_after_patent_refresh(context: dg.RunStatusSensorContext) -> dg.RunReq
     if not keys:
         return dg.SkipReason("no device partitions yet: run `meddevkg demo` or let new_pma_sensor add some")
     run_id = context.dagster_run.run_id
-    return dg.RunRequest(run_key=f"relink-{run_id}", tags={
-        RELINK_TAG: run_id,
-        "dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1]})
+    return dg.RunRequest(run_key=f"relink-{run_id}", tags={RELINK_TAG: run_id, **range_tags(keys[0], keys[-1])})
 
 
 SCHEDULES = [weekly_patents_refresh]

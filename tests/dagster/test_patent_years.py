@@ -89,17 +89,26 @@ def test_weekly_refresh_reads_the_current_year_and_a_success_relinks_every_devic
     from meddevkg_dagster.schedules import relink_after_patent_refresh, weekly_patents_refresh
 
     with dg.instance_for_test() as instance:
-        run = weekly_patents_refresh(dg.build_schedule_context(
+        [run] = weekly_patents_refresh(dg.build_schedule_context(
             instance=instance, scheduled_execution_time=datetime(2026, 11, 23, 4)))
         assert run.run_key == "patents-2026-11-23"
         tags = run.tags
         assert tags["dagster/asset_partition_range_start"] == tags["dagster/asset_partition_range_end"] == "2026"
         assert instance.get_dynamic_partitions("patent_years") == ["2026"]
-        january = weekly_patents_refresh(dg.build_schedule_context(
+        [january] = weekly_patents_refresh(dg.build_schedule_context(
             instance=instance, scheduled_execution_time=datetime(2027, 1, 4, 4)))
         assert (january.tags["dagster/asset_partition_range_start"],
                 january.tags["dagster/asset_partition_range_end"]) == ("2026", "2027")
         assert instance.get_dynamic_partitions("patent_years") == ["2026", "2027"]
+
+        # A corpus registered later puts its keys between the two years of next January's refresh:
+        # one range from 2027 to 2028 would re-extract and re-encode them, so each year is a run.
+        instance.add_dynamic_partitions("patent_years", ["2019", "undated"])
+        split = weekly_patents_refresh(dg.build_schedule_context(
+            instance=instance, scheduled_execution_time=datetime(2028, 1, 3, 4)))
+        assert [(r.run_key, r.tags["dagster/asset_partition_range_start"], r.tags["dagster/asset_partition_range_end"])
+                for r in split] == [("patents-2028-01-03-2027", "2027", "2027"),
+                                    ("patents-2028-01-03-2028", "2028", "2028")]
 
         finished = dg.DagsterRun(job_name="patents_job", run_id="r1", status=dg.DagsterRunStatus.SUCCESS)
         event = dg.DagsterEvent(event_type_value="PIPELINE_SUCCESS", job_name="patents_job")
