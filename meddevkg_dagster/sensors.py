@@ -14,8 +14,8 @@ import dagster as dg
 
 from meddevkg_core.refresh import RefreshCursor, plan_refresh
 from meddevkg_dagster.jobs import device_links_job
-from meddevkg_dagster.partitions import pma_devices
-from meddevkg_dagster.resources import OpenFDAResource
+from meddevkg_dagster.partitions import pma_devices, range_tags
+from meddevkg_dagster.resources import OpenFDAResource, SourcesResource
 
 START_ENV = "MEDDEVKG_REFRESH_SINCE"
 DEFAULT_LOOKBACK_DAYS = 30
@@ -36,7 +36,13 @@ def _run_status(instance: dg.DagsterInstance, run_key: str) -> str | None:
 @dg.sensor(job=device_links_job, minimum_interval_seconds=6 * 3600, default_status=dg.DefaultSensorStatus.STOPPED,
            description="Poll openFDA for cardiovascular PMA originals decided since the cursor; add their device "
                        "partitions and request one run that links just them. The cursor moves only after success.")
-def new_pma_sensor(context: dg.SensorEvaluationContext, openfda: OpenFDAResource) -> dg.SensorResult:
+def new_pma_sensor(context: dg.SensorEvaluationContext, openfda: OpenFDAResource,
+                   sources: SourcesResource) -> dg.SensorResult:
+    if sources.device_source != "openfda":
+        # Its devices would become partitions that pma_documents, reading the corpus, cannot find: every
+        # run would fail, be requested again, and the cursor would never move.
+        return dg.SensorResult(skip_reason=f"MEDDEVKG_DEVICE_SOURCE={sources.device_source}: this sensor adds "
+                                           "openFDA approvals, for MEDDEVKG_DEVICE_SOURCE=openfda only")
     today = date.today()
     cursor = RefreshCursor.model_validate_json(context.cursor) if context.cursor else initial_cursor(today)
     statuses = {b.run_key: s for b in cursor.pending if (s := _run_status(context.instance, b.run_key))}
@@ -46,11 +52,9 @@ def new_pma_sensor(context: dg.SensorEvaluationContext, openfda: OpenFDAResource
     context.log.info(f"openFDA: {found.height} selected original(s) decided {cursor.since}..{today}; "
                      f"{len(plan.add_keys)} new, {len(plan.completed)} batch(es) done, "
                      f"{len(plan.cursor.pending)} pending; since -> {plan.cursor.since}")
-    requests = [dg.RunRequest(run_key=b.run_key, tags={
-        BATCH_TAG: b.run_key,
-        "dagster/asset_partition_range_start": b.keys[0],
-        "dagster/asset_partition_range_end": b.keys[-1],
-    }) for b in plan.requests]
+    # A batch's keys were added in one request, so they are neighbours in the instance's order.
+    requests = [dg.RunRequest(run_key=b.run_key, tags={BATCH_TAG: b.run_key, **range_tags(b.keys[0], b.keys[-1])})
+                for b in plan.requests]
     return dg.SensorResult(
         run_requests=requests,
         dynamic_partitions_requests=[pma_devices.build_add_request(plan.add_keys)] if plan.add_keys else [],

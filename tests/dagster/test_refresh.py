@@ -46,6 +46,9 @@ def _serve(records: list[dict]):
     return handler
 
 
+OPENFDA_SOURCE = SourcesResource(device_source="openfda")
+
+
 @pytest.fixture
 def openfda(fake_source):
     fake_source.route(PATH, _serve(RECORDS))
@@ -57,7 +60,8 @@ def test_one_tick_adds_the_new_approvals_and_requests_one_run_then_nothing(openf
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("pma_devices", ["P250050"])
 
-    first = new_pma_sensor(dg.build_sensor_context(instance=instance, resources={"openfda": openfda}))
+    first = new_pma_sensor(dg.build_sensor_context(instance=instance,
+                                                   resources={"openfda": openfda, "sources": OPENFDA_SOURCE}))
     added = [k for r in first.dynamic_partitions_requests for k in r.partition_keys]
     assert added == ["P260001", "P260002"]
     assert len(first.run_requests) == 1
@@ -69,9 +73,19 @@ def test_one_tick_adds_the_new_approvals_and_requests_one_run_then_nothing(openf
 
     instance.add_dynamic_partitions("pma_devices", added)  # what the daemon does with the request
     second = new_pma_sensor(dg.build_sensor_context(instance=instance, cursor=first.cursor,
-                                                    resources={"openfda": openfda}))
+                                                    resources={"openfda": openfda, "sources": OPENFDA_SOURCE}))
     assert second.run_requests == [] and second.dynamic_partitions_requests == []
     assert second.cursor == first.cursor
+
+
+def test_with_the_corpus_as_device_source_the_sensor_skips_without_polling(openfda, fake_source):
+    # Its approvals would become partitions pma_documents cannot find in the corpus: runs failing forever.
+    instance = dg.DagsterInstance.ephemeral()
+    result = new_pma_sensor(dg.build_sensor_context(instance=instance, resources={
+        "openfda": openfda, "sources": SourcesResource(device_source="corpus")}))
+    assert result.run_requests == [] and result.dynamic_partitions_requests == []
+    assert "MEDDEVKG_DEVICE_SOURCE=corpus" in result.skip_reason.skip_message
+    assert fake_source.requests == [] and instance.get_dynamic_partitions("pma_devices") == []
 
 
 def _materialize_openfda_devices(harness, openfda, keys):
