@@ -21,7 +21,7 @@ class Admission(StrEnum):
     SAME_COMPANY = "same_company"
 
 
-class VectorBin(BaseModel, frozen=True):
+class VectorBin(BaseModel, frozen=True, extra="forbid"):
     min_cosine: float
     points: int
 
@@ -34,7 +34,7 @@ PAPER_VECTOR_BINS: tuple[VectorBin, ...] = (
 )
 
 
-class QuantileBin(BaseModel, frozen=True):
+class QuantileBin(BaseModel, frozen=True, extra="forbid"):
     min_quantile: float
     points: int
 
@@ -50,7 +50,7 @@ DEVICE_QUANTILE_BINS: tuple[QuantileBin, ...] = (
 UNIFORM_ENTITY_POINTS = {"uniform_high": 60.0, "uniform_mid": 30.0, "uniform_low": 6.0}
 
 
-class CandidateConfig(BaseModel, frozen=True):
+class CandidateConfig(BaseModel, frozen=True, extra="forbid"):
     """Stage 2: S = S_company + S_vector + S_entity, admission and rescues."""
 
     company_points: int = 20
@@ -100,7 +100,7 @@ class CandidateConfig(BaseModel, frozen=True):
     device_block_size: int = 64
 
 
-class TextAdapterConfig(BaseModel, frozen=True):
+class TextAdapterConfig(BaseModel, frozen=True, extra="forbid"):
     """Stage 3's optional last step: each device's top pairs re-ordered by a learned text similarity
     (text_adapter).
 
@@ -121,7 +121,7 @@ class TextAdapterConfig(BaseModel, frozen=True):
     seed: int = 0
 
 
-class CompanyContestConfig(BaseModel, frozen=True):
+class CompanyContestConfig(BaseModel, frozen=True, extra="forbid"):
     """Stage 3's last step by default: each device's top pairs re-ordered by how well the device
     holds each patent against its company's other products (company_contest)."""
 
@@ -137,7 +137,7 @@ class CompanyContestConfig(BaseModel, frozen=True):
                                           "most this many devices are one product line, not rivals (0: none).")
 
 
-class RerankConfig(BaseModel, frozen=True):
+class RerankConfig(BaseModel, frozen=True, extra="forbid"):
     """Stage 3: the XGBoost classifier, its training set and the decision rule."""
 
     features: Literal["paper", "extended", "extended_corpus"] = Field(
@@ -230,14 +230,14 @@ class RerankConfig(BaseModel, frozen=True):
     company_contest: CompanyContestConfig = CompanyContestConfig()
 
 
-class CrossEncoderConfig(BaseModel, frozen=True):
+class CrossEncoderConfig(BaseModel, frozen=True, extra="forbid"):
     model: str | None = Field(default=None, description="Model name or local path; None = no cross-encoder.")
     backend: str = Field(default="sentence-transformers", description="sentence-transformers or flagembedding")
     max_chars: int = 1024
     batch_size: int = 32
 
 
-class PipelineConfig(BaseModel, frozen=True):
+class PipelineConfig(BaseModel, frozen=True, extra="forbid"):
     candidates: CandidateConfig = CandidateConfig()
     rerank: RerankConfig = RerankConfig()
     cross_encoder: CrossEncoderConfig = CrossEncoderConfig()

@@ -743,7 +743,8 @@ def headline(report: dict[str, Any]) -> dict[str, Any]:
 
 def main_pairs_cv(pairs_path: str, out: str, cross_encoder: str | None, device: str, hashing: bool, *,
                   folds: int = 5, seed: int = 42, repeats: int = 5, fda_pma: str | None = None,
-                  embedding_model: str | None = None, models_dir: Path | None = None) -> dict:
+                  embedding_model: str | None = None, models_dir: Path | None = None,
+                  cross_encoder_backend: str = "sentence-transformers") -> dict:
     """Load the models, run the CV, write OUT/ and return the report (for the `meddevkg` CLI).
 
     `embedding_model` is an embeddings.load_embedding_model setting (None: the packaged MiniLM);
@@ -763,7 +764,7 @@ def main_pairs_cv(pairs_path: str, out: str, cross_encoder: str | None, device: 
         embedding_model, models_dir or default_models_dir(), device=device)
     nlp = load_spacy_pipeline()
     ontology = load_meddevonto()
-    ce_cfg = CrossEncoderConfig(model=cross_encoder)
+    ce_cfg = CrossEncoderConfig(model=cross_encoder, backend=cross_encoder_backend)
     scorer = load_cross_encoder(ce_cfg, device=device)
     loading = time.perf_counter() - start
     dossiers, dossier_input = None, {"fda_pma": None}

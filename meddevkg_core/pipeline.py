@@ -195,6 +195,7 @@ class PipelineResult:
     timings: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     text_repairs: pl.DataFrame = field(default_factory=lambda: schemas.empty(schemas.TEXT_REPAIRS))
+    config: PipelineConfig = field(default_factory=PipelineConfig)
 
 
 def run_pipeline(corpus: Corpus, models: Models, config: PipelineConfig | None = None,
@@ -209,7 +210,7 @@ def run_pipeline(corpus: Corpus, models: Models, config: PipelineConfig | None =
     return PipelineResult(run.candidates, run.links, run.cross_encoder_scores, run.models, evaluation,
                           prepared.rejected, prepared.device_mentions, prepared.patent_mentions,
                           prepared.company_matches, timer.seconds, notes(models),
-                          corpus.text_repairs)
+                          corpus.text_repairs, config)
 
 
 def notes(models: Models) -> list[str]:
@@ -237,7 +238,8 @@ def write_result(result: PipelineResult, out: str | Path, corpus_root: Path | No
                "reranker": {"threshold": result.model.full.threshold,
                             "n_train_pairs": result.model.full.n_train_pairs,
                             "n_train_devices": result.model.full.n_train_devices,
-                            "folds": len(result.model.folds)}}
+                            "folds": len(result.model.folds)},
+               "config": json.loads(result.config.model_dump_json())}
     if corpus_root is not None:
         summary["corpus"] = {"path": str(corpus_root)}
     tmp = out / ".summary.json.tmp"

@@ -25,6 +25,7 @@ from meddevkg_core.home import home_dir
 
 if TYPE_CHECKING:
     from meddevkg_core.app_store import AppTables
+    from meddevkg_core.config import CrossEncoderConfig, PipelineConfig
     from meddevkg_core.corpus import Corpus
 
 
@@ -185,10 +186,9 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
 
 
-def load_models(corpus_dir: Path, cross_encoder: str | None, device: str, cache_dir: Path | None,
+def load_models(corpus_dir: Path, cross_encoder: CrossEncoderConfig, device: str, cache_dir: Path | None,
                 embedding_model: str | None = None):
     from meddevkg_core.companies import CompanyResolver
-    from meddevkg_core.config import CrossEncoderConfig
     from meddevkg_core.cross_encoder import load_cross_encoder
     from meddevkg_core.embeddings import EmbeddingCache, load_embedding_model
     from meddevkg_core.entities import load_spacy_pipeline
@@ -201,7 +201,7 @@ def load_models(corpus_dir: Path, cross_encoder: str | None, device: str, cache_
         encoder=load_embedding_model(embedding_model, default_models_dir(), device=device), nlp=load_spacy_pipeline(),
         ontology=load_meddevonto(),
         resolver=CompanyResolver.for_corpus(corpus_dir, former_owners=former_owners_setting()),
-        cross_encoder=load_cross_encoder(CrossEncoderConfig(model=cross_encoder), device=device),
+        cross_encoder=load_cross_encoder(cross_encoder, device=device),
         embedding_cache=EmbeddingCache(cache_dir) if cache_dir else None)
 
 
@@ -228,6 +228,26 @@ def _exit_on_untrainable_gold(path: str) -> Iterator[None]:
         raise SystemExit(f"{path}: {exc}") from exc
 
 
+def pipeline_config(args: argparse.Namespace) -> PipelineConfig:
+    """The method's settings: `--config FILE`, else $MEDDEVKG_PIPELINE_CONFIG (JSON, as Dagster reads
+    it), else the defaults; the cross-encoder options, when given, choose its model and backend."""
+    from pydantic import ValidationError
+
+    from meddevkg_core.config import PipelineConfig
+
+    source, text = (args.config, Path(args.config).read_text()) if args.config else (
+        "MEDDEVKG_PIPELINE_CONFIG", os.environ.get("MEDDEVKG_PIPELINE_CONFIG", ""))
+    try:
+        config = PipelineConfig.model_validate_json(text) if text.strip() else PipelineConfig()
+    except ValidationError as exc:
+        raise SystemExit(f"{source}: not a valid pipeline configuration (meddevkg_core.config.PipelineConfig)\n"
+                         f"{exc}") from exc
+    chosen = {"model": args.cross_encoder, "backend": args.cross_encoder_backend}
+    if chosen := {k: v for k, v in chosen.items() if v}:
+        config = config.model_copy(update={"cross_encoder": config.cross_encoder.model_copy(update=chosen)})
+    return config
+
+
 def _run(args: argparse.Namespace) -> int:
     from meddevkg_core.corpus import read_corpus
     from meddevkg_core.dossier import with_supplements
@@ -237,11 +257,12 @@ def _run(args: argparse.Namespace) -> int:
     print(f"corpus {args.corpus}: {corpus.devices.height} devices, {corpus.patents.height} patents, "
           f"{corpus.gold_links.height} gold pairs, {corpus.rejected.height} rejected rows")
     _require_trainable_gold(corpus, args.corpus)
-    models = load_models(Path(args.corpus), args.cross_encoder, args.device,
+    config = pipeline_config(args)
+    models = load_models(Path(args.corpus), config.cross_encoder, args.device,
                          Path(args.embedding_cache) if args.embedding_cache else home_dir() / "embedding_cache",
                          args.embedding_model)
     with _exit_on_untrainable_gold(args.corpus):
-        result = run_pipeline(corpus, models)
+        result = run_pipeline(corpus, models, config)
     out = write_result(result, args.out, corpus.root)
     ev = result.evaluation
     print(f"\nwrote {out}: {ev.pool_size} candidates ({_pct(ev.pool_share_of_pairs)} of pairs, "
@@ -257,7 +278,6 @@ def _benchmark(args: argparse.Namespace) -> int:
 
     from meddevkg_core.app_store import with_fda_decision_dates
     from meddevkg_core.benchmark import run_benchmark
-    from meddevkg_core.config import PipelineConfig
     from meddevkg_core.corpus import read_corpus
     from meddevkg_core.dossier import with_supplements
 
@@ -267,8 +287,8 @@ def _benchmark(args: argparse.Namespace) -> int:
     _require_trainable_gold(corpus, args.corpus)
     if args.fda_approval_dates:
         corpus = replace(corpus, devices=with_fda_decision_dates(corpus.devices, args.fda_pma))
-    config = PipelineConfig.model_validate_json(Path(args.config).read_text()) if args.config else PipelineConfig()
-    models = load_models(Path(args.corpus), args.cross_encoder, args.device,
+    config = pipeline_config(args)
+    models = load_models(Path(args.corpus), config.cross_encoder, args.device,
                          Path(args.embedding_cache) if args.embedding_cache else home_dir() / "embedding_cache",
                          args.embedding_model)
     with _exit_on_untrainable_gold(args.corpus):
@@ -310,6 +330,7 @@ def _pairs_cv(args: argparse.Namespace) -> int:
 
     report = main_pairs_cv(args.pairs, args.out, args.cross_encoder, args.device, args.hashing,
                            folds=args.folds, seed=args.seed, fda_pma=args.fda_pma,
+                           cross_encoder_backend=args.cross_encoder_backend or "sentence-transformers",
                            embedding_model=args.embedding_model)
     print(json.dumps(report, indent=2, default=str))
     print(f"wrote {args.out}: pair_scores.parquet, report.json")
@@ -408,8 +429,13 @@ def _select_devices(args: argparse.Namespace) -> int:
 
 
 def _add_model_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--cross-encoder", default=os.environ.get("MEDDEVKG_CROSS_ENCODER"),
-                   help="cross-encoder name or local path (default: none, the feature is then missing)")
+    p.add_argument("--cross-encoder", default=os.environ.get("MEDDEVKG_CROSS_ENCODER") or None,
+                   help="cross-encoder name or local path (default $MEDDEVKG_CROSS_ENCODER, else none: the "
+                        "feature is then missing)")
+    p.add_argument("--cross-encoder-backend", choices=("sentence-transformers", "flagembedding"),
+                   default=os.environ.get("MEDDEVKG_CROSS_ENCODER_BACKEND") or None,
+                   help="how the cross-encoder is loaded (default $MEDDEVKG_CROSS_ENCODER_BACKEND, else "
+                        "sentence-transformers); flagembedding for BGE rerankers")
     p.add_argument("--device", default=os.environ.get("MEDDEVKG_DEVICE", "auto"), help="auto, cpu or cuda")
     p.add_argument("--embedding-model", default=os.environ.get("MEDDEVKG_EMBEDDING_MODEL") or None,
                    help="packaged model name(s) or local path(s), comma-separated for an ensemble "
@@ -584,8 +610,14 @@ def _register_applications(sub) -> None:
 
 
 def _add_fda_pma_option(parser: argparse.ArgumentParser, feeds: str) -> None:
-    parser.add_argument("--fda-pma", help=f"FDA PMA records (fdadata_pma.parquet): the devices' supplements make "
-                        f"their dossiers, for {feeds}")
+    parser.add_argument("--fda-pma", default=os.environ.get("MEDDEVKG_FDA_PMA") or None,
+                        help=f"FDA PMA records (fdadata_pma.parquet; default $MEDDEVKG_FDA_PMA): the devices' "
+                        f"supplements make their dossiers, for {feeds}")
+
+
+def _add_config_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", help="JSON file with a PipelineConfig (a report.json's `config` is one; "
+                        "default $MEDDEVKG_PIPELINE_CONFIG, the JSON itself, else the documented defaults)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -598,12 +630,13 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--corpus", required=True, help="corpus directory (devices, patents, gold_links)")
     run.add_argument("--out", required=True, help="output directory")
     _add_fda_pma_option(run, "the dossier_lexical score; without it that score is missing")
+    _add_config_option(run)
     _add_model_options(run)
     run.set_defaults(func=_run)
     bench = sub.add_parser("benchmark", help="full pipeline, out-of-fold evaluation, baselines, ablations, report")
     bench.add_argument("--corpus", required=True, help="corpus directory with gold_links")
     bench.add_argument("--out", required=True, help="output directory")
-    bench.add_argument("--config", help="JSON file with a PipelineConfig (default: the documented defaults)")
+    _add_config_option(bench)
     bench.add_argument("--no-ablations", action="store_true",
                        help="leave out the ablation reruns (about three quarters of the run time): enough for "
                        "compare-runs, which reads the main run's rankings only")

@@ -13,7 +13,7 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 from dagster_duckdb import DuckDBResource
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from meddevkg_core.companies import CompanyResolver
 from meddevkg_core.config import CrossEncoderConfig, PipelineConfig
@@ -161,7 +161,15 @@ class PipelineConfigResource(dg.ConfigurableResource):
     config_json: str = ""
 
     def config(self) -> PipelineConfig:
-        return PipelineConfig.model_validate_json(self.config_json) if self.config_json else PipelineConfig()
+        try:
+            config = PipelineConfig.model_validate_json(self.config_json) if self.config_json else PipelineConfig()
+        except ValidationError as exc:  # a misplaced or misspelt key fails here, not silently
+            raise dg.Failure(f"MEDDEVKG_PIPELINE_CONFIG is not a valid pipeline configuration "
+                             f"(meddevkg_core.config.PipelineConfig): {exc}") from exc
+        if config.cross_encoder != CrossEncoderConfig():  # the cross_encoder resource decides, never silently
+            raise dg.Failure(f"MEDDEVKG_PIPELINE_CONFIG sets the cross-encoder ({config.cross_encoder}); under "
+                             "Dagster it is MEDDEVKG_CROSS_ENCODER and MEDDEVKG_CROSS_ENCODER_BACKEND")
+        return config
 
 
 def build_resources() -> dict[str, object]:

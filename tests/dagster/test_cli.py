@@ -241,3 +241,37 @@ def test_materialising_a_corpus_the_loaded_definitions_do_not_hold_is_refused(tm
     monkeypatch.setenv("MEDDEVKG_CORPUS", str(tmp_path))  # restored afterwards; materialize_corpus sets it
     with pytest.raises(RuntimeError, match="built for the corpus .*: materialise it in a new process"):
         materialize_corpus(corpus)
+
+
+def test_the_pipeline_config_comes_from_a_file_or_the_environment_and_a_misplaced_key_is_refused(
+        tmp_path, monkeypatch):
+    import dagster as dg
+
+    import meddevkg_core.benchmark
+    import meddevkg_dagster.cli as cli
+    from meddevkg_dagster.resources import PipelineConfigResource
+
+    base, _ = _benchmark_without_running(tmp_path, monkeypatch, "fda_id,text\nP1,stent\nP2,valve\n",
+                                         "fda_id,pat_id\nP1,1\nP2,1\n")
+    seen = []
+    monkeypatch.setattr(cli, "load_models", lambda corpus_dir, cross_encoder, *rest: seen.append(cross_encoder))
+    monkeypatch.setattr(meddevkg_core.benchmark, "run_benchmark", lambda corpus, models, config, out, ablations=True:
+                        seen.append(config) or SimpleNamespace(report={"ranking": {}}))
+    monkeypatch.setenv("MEDDEVKG_PIPELINE_CONFIG", '{"candidates": {"vector_mode": "absolute"}}')  # Dagster's too
+    main(base)
+    assert seen[-1].candidates.vector_mode == "absolute"
+    file = tmp_path / "config.json"
+    file.write_text('{"candidates": {"admission_threshold": 80}}')
+    main([*base, "--config", str(file), "--cross-encoder", "/models/bge", "--cross-encoder-backend", "flagembedding"])
+    ce, config = seen[-2:]
+    assert config.candidates.admission_threshold == 80 and config.candidates.vector_mode == "device_quantile"
+    assert ce == config.cross_encoder and (ce.model, ce.backend) == ("/models/bge", "flagembedding")  # and the report
+
+    misplaced = '{"vector_mode": "absolute"}'  # belongs under "candidates": it used to fall back to the defaults
+    monkeypatch.setenv("MEDDEVKG_PIPELINE_CONFIG", misplaced)
+    with pytest.raises(SystemExit, match="MEDDEVKG_PIPELINE_CONFIG: not a valid pipeline configuration"):
+        main(base)
+    with pytest.raises(dg.Failure, match="vector_mode"):
+        PipelineConfigResource(config_json=misplaced).config()
+    with pytest.raises(dg.Failure, match="under Dagster it is MEDDEVKG_CROSS_ENCODER"):  # not ignored
+        PipelineConfigResource(config_json=config.model_dump_json()).config()

@@ -10,6 +10,7 @@ import pytest
 
 from meddevkg_core.app_store import from_output_dir
 from meddevkg_core.companies import CompanyResolver
+from meddevkg_core.config import PipelineConfig
 from meddevkg_core.corpus import read_corpus
 from meddevkg_core.embeddings import HashingEncoder
 from meddevkg_core.entities import load_spacy_pipeline
@@ -34,7 +35,9 @@ def test_pipeline_on_the_real_benchmark(benchmark_dir, tmp_path, monkeypatch):
     out = write_result(result, tmp_path / "out", corpus.root)
     assert pl.read_parquet(out / "links.parquet").height == links.height
     assert pl.read_parquet(out / "text_repairs.parquet").equals(corpus.text_repairs)
-    assert json.loads((out / "summary.json").read_text())["text_repairs"]["devices"] == corpus.text_repairs.height
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["text_repairs"]["devices"] == corpus.text_repairs.height
+    assert summary["config"] == json.loads(PipelineConfig().model_dump_json())  # what produced these links
     assert not list(out.glob(".*.tmp"))
     monkeypatch.delenv("MEDDEVKG_CORPUS", raising=False)
     tables = from_output_dir(out)  # the applications find the run's corpus from summary.json alone
