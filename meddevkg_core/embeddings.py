@@ -271,6 +271,16 @@ def load_sentence_encoder(
     return SentenceTransformerEncoder(model=model, model_id=key, dimension=int(dimension), batch_size=batch_size)
 
 
+def local_model_id(path: Path) -> str:
+    """A local model's cache id: its directory name and the hash of its files. The name alone let two
+    models in directories of one name, or a model retrained in place, reuse each other's vectors."""
+    from meddevkg_core.onnx_encoder import model_content_hash
+
+    if not path.is_dir():
+        raise FileNotFoundError(f"embedding model directory not found: {path} (only local models can be loaded)")
+    return f"{path.name}@{model_content_hash(path)[:12]}"
+
+
 def load_embedding_model(setting: str | None, models_dir: Path | None, device: str = "auto", batch_size: int = 32,
                          backend: str | None = None) -> Encoder:
     """The encoder an embedding-model setting names: a packaged model's name or a local directory,
@@ -292,7 +302,7 @@ def load_embedding_model(setting: str | None, models_dir: Path | None, device: s
                 raise ValueError(f"{name} is assembled from its packages on first use: give a models directory")
             return load_sentence_encoder(str(model_directory(name, models_dir)), device, batch_size,
                                          model_id=name, backend=backend)
-        return load_sentence_encoder(name, device, batch_size, backend=backend)
+        return load_sentence_encoder(name, device, batch_size, model_id=local_model_id(Path(name)), backend=backend)
 
     encoders = tuple(one(n) for n in names)
     return encoders[0] if len(encoders) == 1 else ConcatenatedEncoder(encoders)

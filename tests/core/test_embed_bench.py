@@ -316,13 +316,27 @@ def test_sub_millisecond_runs_still_give_rates(monkeypatch: pytest.MonkeyPatch) 
         assert path["texts_per_cpu_second"] > 0 and path["speedup"] == 1.0
 
 
+def test_a_local_models_cache_id_follows_its_files_not_its_directory_name(tiny_sentence_model, tmp_path):
+    import shutil
+
+    from meddevkg_core.embeddings import load_embedding_model
+
+    first = load_embedding_model(str(tiny_sentence_model), tmp_path, device="cpu").model_id
+    moved = shutil.copytree(tiny_sentence_model, tmp_path / "elsewhere" / "tiny-st")
+    assert first.startswith("tiny-st@") and load_embedding_model(str(moved), tmp_path, device="cpu").model_id == first
+    retrained = shutil.copytree(tiny_sentence_model, tmp_path / "retrained" / "tiny-st")
+    weights = next(p for p in retrained.rglob("*.safetensors"))
+    weights.write_bytes(weights.read_bytes()[:-4] + b"\x00\x00\x00\x00")  # other weights, same directory name
+    assert load_embedding_model(str(retrained), tmp_path, device="cpu").model_id != first  # its own cache entries
+
+
 def test_an_embedding_model_setting_with_two_models_is_their_ensemble(tiny_sentence_model, tmp_path):
     from meddevkg_core.embeddings import ConcatenatedEncoder, load_embedding_model
 
     one = load_embedding_model(str(tiny_sentence_model), tmp_path, device="cpu")
     two = load_embedding_model(f"{tiny_sentence_model}, {tiny_sentence_model}", tmp_path, device="cpu")
     assert isinstance(two, ConcatenatedEncoder) and not isinstance(one, ConcatenatedEncoder)
-    assert two.model_id == "tiny-st+tiny-st" and two.dimension == 2 * one.dimension
+    assert two.model_id == f"{one.model_id}+{one.model_id}" and two.dimension == 2 * one.dimension
     single = one.encode(WORDS[:4])
     np.testing.assert_allclose(two.encode(WORDS[:4]), np.hstack([single, single]) / np.sqrt(2), atol=1e-5)
     with pytest.raises(ValueError, match="empty model name"):
