@@ -58,6 +58,15 @@ def year_span(keys: list[str], since: date, today: date) -> tuple[date, date] | 
     return (start, end) if start <= end else None
 
 
+def grant_year_bounds(keys: list[str]) -> tuple[int, int] | None:
+    """The first and last grant years these keys name, so a bulk source can skip other years' rows;
+    None (read everything) without keys or with `undated` among them."""
+    if not keys or UNDATED in keys:
+        return None
+    years = [int(k) for k in keys]
+    return min(years), max(years)
+
+
 def current_year_keys(today: date) -> list[str]:
     """The keys a weekly grant refresh touches: this year (and last year during January's first week,
     so the grants of the year's last Tuesday are picked up even when the refresh ran before them)."""

@@ -6,7 +6,7 @@ import polars as pl
 from meddevkg_core import schemas
 from meddevkg_core.dossier import supplements_of
 from meddevkg_core.ontology import Ontology, load_meddevonto
-from meddevkg_core.patent_years import YEAR_KEY_SQL, in_years, quarantine_year_keys, year_span
+from meddevkg_core.patent_years import YEAR_KEY_SQL, grant_year_bounds, in_years, quarantine_year_keys, year_span
 from meddevkg_core.text_repair import repair_counts
 from meddevkg_dagster.lib import only_devices, partition_keys, require_known, stopwatch, stored_table, table_metadata
 from meddevkg_dagster.partitions import DEVICE_BACKFILL, PATENT_BACKFILL, patent_years, pma_devices
@@ -101,7 +101,8 @@ def patents(context: dg.AssetExecutionContext, corpus: CorpusResource, sources: 
         if src.patent_source == "patentsview_bulk":
             from meddevkg_core.sources.patentsview_bulk import build_patent_table
 
-            table = build_patent_table(src.patentsview_bulk_dir)
+            # the selected years only: a weekly refresh of this year no longer builds every year's rows
+            table = build_patent_table(src.patentsview_bulk_dir, grant_years=grant_year_bounds(keys))
             found, quarantine, stats = table.patents, table.rejected, table.stats.as_metadata()
         elif src.patent_source == "patentsview_api":
             found, quarantine, stats = _patents_from_api(src, keys)

@@ -6,6 +6,7 @@ from meddevkg_core import schemas
 from meddevkg_core.patent_years import (
     UNDATED,
     current_year_keys,
+    grant_year_bounds,
     in_years,
     quarantine_year_keys,
     with_year_key,
@@ -42,6 +43,11 @@ def test_year_span_clips_to_the_source_window():
     assert year_span(["2026"], date(2000, 1, 1), date(2026, 11, 23)) == (date(2026, 1, 1), date(2026, 11, 23))
     assert year_span([UNDATED], date(2000, 1, 1), date(2026, 1, 1)) is None
     assert year_span(["1990"], date(2000, 1, 1), date(2026, 1, 1)) is None
+
+
+def test_grant_year_bounds_span_the_keys_and_undated_means_everything():
+    assert grant_year_bounds(["2026"]) == (2026, 2026) and grant_year_bounds(["2027", "2019"]) == (2019, 2027)
+    assert grant_year_bounds([]) is None and grant_year_bounds(["2020", UNDATED]) is None
 
 
 def test_the_weekly_refresh_covers_last_year_in_the_first_week_of_january():

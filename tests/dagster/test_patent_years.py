@@ -11,6 +11,7 @@ import pytest
 
 from meddevkg_core.corpus import read_corpus
 from meddevkg_core.demo import demo_corpus_dir
+from tests.core.sources.test_patentsview import write_bulk_dir
 from tests.dagster.conftest import Harness
 
 NEW_YEAR = "2024"
@@ -124,3 +125,18 @@ def test_weekly_refresh_reads_the_current_year_and_a_success_relinks_every_devic
     assert relink.run_key == "relink-r1"
     assert (relink.tags["dagster/asset_partition_range_start"], relink.tags["dagster/asset_partition_range_end"]) == (
         "P100045", "P260001")
+
+
+def test_a_year_from_patentsview_bulk_files_builds_that_years_grants_only(harness, tmp_path):
+    from meddevkg_dagster.resources import SourcesResource
+
+    bulk_dir = write_bulk_dir(tmp_path / "bulk")
+    harness.resources["sources"] = SourcesResource(patent_source="patentsview_bulk",
+                                                   patentsview_bulk_dir=str(bulk_dir))
+    harness.instance.add_dynamic_partitions("patent_years", ["2015"])
+    result = harness.materialize(dg.AssetSelection.assets("patents", "patent_quarantine"), partition_key="2015")
+    assert result.success
+    assert harness.table("patents")["pat_id"].to_list() == ["10000014"]
+    [event] = [e for e in result.get_asset_materialization_events() if e.asset_key.path == ["patents"]]
+    metadata = event.materialization.metadata
+    assert metadata["read"].value == 1  # the other years' grants are left out while the files stream by

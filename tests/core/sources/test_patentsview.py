@@ -78,7 +78,12 @@ def _application(pid: str, day: str) -> Row:
 
 @pytest.fixture
 def bulk_dir(tmp_path: Path) -> Path:
+    return write_bulk_dir(tmp_path)
+
+
+def write_bulk_dir(tmp_path: Path) -> Path:
     """Fourteen patents that exercise every rule, quarantine reason and the release quoting."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     write_table(tmp_path, "g_patent", G_PATENT, [
         _patent("10000001", "Transcatheter heart valve"),
         _patent("10000002", "Method of electroplating a stent", "2019-02-05"),
