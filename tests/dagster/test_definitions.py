@@ -51,6 +51,7 @@ def test_gpu_steps_are_tagged_and_checks_and_jobs_exist():
     for key in ("device_embeddings", "patent_embeddings", "cross_encoder_scores"):
         assert graph.get(dg.AssetKey(key)).tags.get("meddevkg/gpu") == "true" or \
             defs.get_assets_def(key).op.tags.get("meddevkg/gpu") == "true"
+        assert graph.get(dg.AssetKey(key)).pools == {"duckdb"}  # one at a time across runs (dagster.yaml)
     checks = {k.name for k in graph.asset_check_keys}
     assert {"pma_documents_keys_unique", "device_embeddings_complete", "recall_on_gold"} <= checks
     assert defs.resolve_job_def("meddevkg_job") and defs.resolve_job_def("device_links_job")
