@@ -54,3 +54,19 @@ def test_the_default_is_in_process_and_unknown_names_fail_clearly(monkeypatch):
     assert executor_from_env("multiprocess") is dg.multiprocess_executor
     with pytest.raises(ValueError, match="MEDDEVKG_EXECUTOR='celery'"):
         executor_from_env("celery")
+
+
+def test_k8s_step_pods_keep_the_store_on_the_shared_volume_and_take_settings_from_the_cluster():
+    # The image fixes MEDDEVKG_DUCKDB and MEDDEVKG_EMBEDDING_CACHE to pod-local paths: moving only
+    # MEDDEVKG_HOME gave every step pod a warehouse of its own.
+    config = yaml.safe_load((RUN_CONFIG / "k8s.yaml").read_text())["execution"]["config"]
+    env = dict(item.split("=", 1) for item in config["env_vars"])  # NAME=value each: no pass-through
+    assert all("=" in item for item in config["env_vars"])
+    [mount] = config["volume_mounts"]
+    for name in ("MEDDEVKG_HOME", "MEDDEVKG_DUCKDB", "MEDDEVKG_EMBEDDING_CACHE"):
+        assert env[name].startswith(mount["mount_path"]), name
+    assert env["MEDDEVKG_EXECUTOR"] == "k8s"
+    assert config["env_config_maps"] and config["env_secrets"]
+    dockerfile = (RUN_CONFIG.parents[0] / "Dockerfile").read_text()
+    fixed = {n for n in ("MEDDEVKG_HOME", "MEDDEVKG_DUCKDB", "MEDDEVKG_EMBEDDING_CACHE") if f"{n}=" in dockerfile}
+    assert fixed <= set(env)  # whatever the image fixes, the step pods move onto the volume
