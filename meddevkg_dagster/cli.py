@@ -136,7 +136,7 @@ def _demo(_: argparse.Namespace) -> int:
             ("link recall on gold (out-of-fold)", _pct(ev["link_recall"])),
             ("share of all pairs kept", _pct(ev["link_share_of_pairs"])),
             ("DuckDB file", db), ("Dagster run", run["run_id"]),
-            ("open the UI", ui_command(os.environ))]
+            ("open the UI", ui_hint(os.environ))]
     width = max(len(k) for k, _ in rows)
     for k, v in rows:
         print(f"  {k:<{width}}  {v}")
@@ -161,6 +161,17 @@ def _absolute(name: str, value: str) -> str:
     return value
 
 
+def ui_hint(environ: Mapping[str, str]) -> str:
+    """Where to see this run: `dagster dev` over a local (SQLite) instance; a deployed instance
+    (Postgres, docker/) has its webserver already, and a `dagster dev` on it would start a second daemon."""
+    import dagster as dg
+    from dagster._core.storage.runs import InMemoryRunStorage, SqliteRunStorage
+
+    with dg.DagsterInstance.get() as instance:
+        local = isinstance(instance.run_storage, SqliteRunStorage | InMemoryRunStorage)
+    return ui_command(environ) if local else "the deployment's webserver, which shows this run now"
+
+
 def ui_command(environ: Mapping[str, str]) -> str:
     """`dagster dev` on what this run wrote, from any directory: the code location reads its corpus,
     store and models from the MEDDEVKG_* settings, so the UI needs this run's (paths made absolute).
@@ -176,9 +187,10 @@ def ui_command(environ: Mapping[str, str]) -> str:
             settings[name] = _absolute(name, value)
     settings["DAGSTER_HOME"] = environ["DAGSTER_HOME"]
     dagster = Path(sys.executable).parent / "dagster"
+    # An installed package (not a checkout) has no workspace.yaml beside it: name the module instead.
+    target = ["-w", shlex.quote(str(_WORKSPACE))] if _WORKSPACE.is_file() else ["-m", "meddevkg_dagster.definitions"]
     line = " ".join([*(f"{k}={shlex.quote(v)}" for k, v in settings.items()),
-                     shlex.quote(str(dagster if dagster.is_file() else "dagster")), "dev", "-w",
-                     shlex.quote(str(_WORKSPACE))])
+                     shlex.quote(str(dagster if dagster.is_file() else "dagster")), "dev", *target])
     return line + (f"  (with {', '.join(secrets)} exported)" if secrets else "")
 
 

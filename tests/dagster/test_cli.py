@@ -10,7 +10,7 @@ import duckdb
 import pytest
 
 from meddevkg_core.schemas import fingerprint
-from meddevkg_dagster.cli import ensure_store_schema, main, ui_command
+from meddevkg_dagster.cli import ensure_store_schema, main, ui_command, ui_hint
 
 
 def test_a_store_from_other_schemas_is_rebuilt_and_a_current_one_kept(tmp_path, capsys):
@@ -182,6 +182,15 @@ def test_the_ui_command_opens_this_runs_corpus_and_store_from_any_directory(tmp_
     out = subprocess.run([sys.executable, "-c", probe], cwd=elsewhere, env=env, capture_output=True, text=True,
                          check=True).stdout.splitlines()
     assert out == [str(tmp_path / "corpus"), str(tmp_path / "state" / "warehouse.duckdb"), '{"rerank": {"seed": 7}}']
+
+
+def test_an_installed_package_opens_the_ui_by_module_and_a_local_instance_gets_dagster_dev(tmp_path, monkeypatch):
+    import meddevkg_dagster.cli as cli
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))  # no dagster.yaml: Dagster's local SQLite defaults
+    assert " dev -w " in ui_hint(os.environ)
+    monkeypatch.setattr(cli, "_WORKSPACE", tmp_path / "site-packages" / "workspace.yaml")  # pip install, no checkout
+    assert ui_command(os.environ).endswith(" dev -m meddevkg_dagster.definitions")
 
 
 def test_trajectory_on_a_run_dates_the_device_from_fda_records_with_or_without_its_corpus(tmp_path, monkeypatch,

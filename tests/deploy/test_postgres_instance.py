@@ -148,8 +148,8 @@ def _materialise_demo_in_subprocess(server: PostgresServer, root: Path) -> tuple
     env.update({"DAGSTER_HOME": str(dagster_home), "MEDDEVKG_HOME": str(root / "meddevkg_home"),
                 "MEDDEVKG_EMBEDDING_MODEL": "hashing", "MEDDEVKG_DEVICE": "cpu", "HF_HUB_OFFLINE": "1",
                 "DAGSTER_EVENT_BATCH_SIZE": "1000"})  # as docker-compose.yml sets it: batched inserts
-    code = ("import json; from meddevkg_dagster.cli import materialize_corpus; "
-            "print('RESULT ' + json.dumps(materialize_corpus()))")
+    code = ("import json, os; from meddevkg_dagster.cli import materialize_corpus, ui_hint; "
+            "print('RESULT ' + json.dumps({**materialize_corpus(), 'ui': ui_hint(os.environ)}))")
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=600)
@@ -172,6 +172,7 @@ def test_demo_materialises_into_postgres(postgres_server: PostgresServer, tmp_pa
 
     result, elapsed = _materialise_demo_in_subprocess(postgres_server, tmp_path)
     run_id, patents_run_id = result["run_id"], result["patents_run_id"]
+    assert "dagster dev" not in result["ui"]  # the deployment's webserver: no second daemon on its instance
     print(f"demo materialised through Postgres in {elapsed:.1f}s (runs {patents_run_id}, {run_id})")
     corpus = read_corpus(demo_corpus_dir())
     devices = set(corpus.devices["fda_id"].to_list())
