@@ -22,8 +22,11 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
-# torch first and pinned: its CPU wheel; anything unpinned would pull a multi-GB CUDA build.
-.venv/bin/python -m pip install --quiet "torch==2.13.0"
+# torch first and pinned, so nothing later pulls another build. PyPI's Linux wheel is the CUDA build
+# (GBs of NVIDIA libraries): MEDDEVKG_TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu takes the
+# CPU wheel, as the Dockerfile does; unset = pip's configured index (here, a local CPU wheel).
+.venv/bin/python -m pip install --quiet ${MEDDEVKG_TORCH_INDEX_URL:+--index-url "$MEDDEVKG_TORCH_INDEX_URL"} \
+  "torch==2.13.0"
 EXTRA=${MEDDEVKG_EXTRA:-cpu}
 # Every other package at the version the tests passed with (constraints.txt).
 .venv/bin/python -m pip install --quiet -c constraints.txt -e ".[${EXTRA},test]"
