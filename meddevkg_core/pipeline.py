@@ -54,6 +54,8 @@ class Models:
     resolver: CompanyResolver
     cross_encoder: PairScorer | None = None
     embedding_cache: EmbeddingCache | None = None
+    ontology_rejected: pl.DataFrame = field(default_factory=lambda: schemas.empty(schemas.REJECTED_RECORDS))
+    """What loading the ontology's licensed releases quarantined (terminologies.load_ontology)."""
 
 
 def documents(df: pl.DataFrame, id_col: str) -> pl.DataFrame:
@@ -151,7 +153,7 @@ def prepare(corpus: Corpus, models: Models, timer: Timer) -> PreparedCorpus:
                     progress=timer.reporter("patent_embeddings", "texts"))
     matches = timer("company_matches", company_match_table, with_last_decision(corpus.devices, corpus.supplements),
                     corpus.patents, models.resolver)
-    rejected = pl.concat([corpus.rejected, dev_ext.rejected, pat_ext.rejected])
+    rejected = pl.concat([corpus.rejected, models.ontology_rejected, dev_ext.rejected, pat_ext.rejected])
     return PreparedCorpus(corpus, dev_ext.mentions, pat_ext.mentions, dev_emb, pat_emb, matches, rejected)
 
 

@@ -97,6 +97,13 @@ class TerminologyConfig(BaseModel, frozen=True):
                                      "mesh_xml": env.get(ENV_MESH_XML) or None}
         return cls.model_validate({**values, **overrides})
 
+    def require_paths(self) -> TerminologyConfig:
+        """Itself, once every configured release exists (the error names its setting)."""
+        for name, path in ((ENV_UMLS_DIR, self.umls_dir), (ENV_MESH_XML, self.mesh_xml)):
+            if path is not None and not path.exists():
+                raise FileNotFoundError(f"{name}={str(path)!r}: no such file or directory")
+        return self
+
 
 def load_ontology(config: TerminologyConfig | None = None, base: Ontology | None = None) -> MergedOntology:
     """The shipped MedDevOnto (or `base`) merged with whatever UMLS / MeSH release `config` names."""

@@ -204,14 +204,20 @@ def load_models(corpus_dir: Path, cross_encoder: CrossEncoderConfig, device: str
     from meddevkg_core.cross_encoder import load_cross_encoder
     from meddevkg_core.embeddings import EmbeddingCache, load_embedding_model
     from meddevkg_core.entities import load_spacy_pipeline
-    from meddevkg_core.ontology import load_meddevonto
     from meddevkg_core.packaged_models import default_models_dir
     from meddevkg_core.pipeline import Models
+    from meddevkg_core.terminologies import TerminologyConfig, load_ontology
     from meddevkg_dagster.resources import former_owners_setting
 
+    try:  # MEDDEVKG_UMLS_DIR / MEDDEVKG_MESH_XML, as the meddevonto asset reads them
+        ontology = load_ontology(TerminologyConfig.from_env().require_paths())
+    except FileNotFoundError as exc:
+        raise SystemExit(str(exc)) from exc
+    if ontology.rejected.height:
+        print(f"ontology: {ontology.rejected.height} UMLS/MeSH record(s) quarantined (in rejected_records)")
     return Models(
         encoder=load_embedding_model(embedding_model, default_models_dir(), device=device), nlp=load_spacy_pipeline(),
-        ontology=load_meddevonto(),
+        ontology=ontology.ontology, ontology_rejected=ontology.rejected,
         resolver=CompanyResolver.for_corpus(corpus_dir, former_owners=former_owners_setting()),
         cross_encoder=load_cross_encoder(cross_encoder, device=device),
         embedding_cache=EmbeddingCache(cache_dir) if cache_dir else None)

@@ -12,8 +12,11 @@ from meddevkg_dagster.partitions import patent_years, pma_devices
 PATENT_ASSETS = dg.AssetSelection.assets("patents", "patent_quarantine", "patent_entities", "patent_embeddings")
 """Partitioned by grant year: adding a year extracts and encodes that year only."""
 
+ONTOLOGY_ASSETS = dg.AssetSelection.assets("meddevonto", "ontology_quarantine")
+"""The ontology the patents' extraction reads, and what its licensed releases quarantined (one step)."""
+
 patents_job = dg.define_asset_job(
-    name="patents_job", selection=PATENT_ASSETS | dg.AssetSelection.assets("meddevonto"),
+    name="patents_job", selection=PATENT_ASSETS | ONTOLOGY_ASSETS,
     partitions_def=patent_years,
     description="Read, extract and encode the selected patent years (and the ontology the extraction uses).",
 )

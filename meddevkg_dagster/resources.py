@@ -24,6 +24,7 @@ from meddevkg_core.dossier import read_supplements
 from meddevkg_core.embeddings import EmbeddingCache, Encoder, HashingEncoder, load_embedding_model
 from meddevkg_core.home import home_dir
 from meddevkg_core.packaged_models import default_models_dir
+from meddevkg_core.terminologies import TerminologyConfig
 from meddevkg_dagster.io_manager import MeddevkgDuckDBIOManager
 
 GPU_TAG = {"meddevkg/gpu": "true"}
@@ -155,6 +156,22 @@ def _scorer(cfg: CrossEncoderConfig, device: str) -> PairScorer | None:
     return load_cross_encoder(cfg, device=device)
 
 
+class TerminologiesResource(dg.ConfigurableResource):
+    """Licensed UMLS and MeSH releases merged under the shipped MedDevOnto (meddevkg_core.terminologies);
+    neither set means the shipped ontology alone."""
+
+    umls_dir: str | None = Field(default=None, description="A UMLS release's META directory (MRCONSO, "
+                                 "MRSTY, MRREL .RRF files): MEDDEVKG_UMLS_DIR.")
+    mesh_xml: str | None = Field(default=None, description="A MeSH descriptor file (desc20XX.xml, or .gz): "
+                                 "MEDDEVKG_MESH_XML.")
+
+    def config(self) -> TerminologyConfig:
+        try:
+            return TerminologyConfig(umls_dir=self.umls_dir or None, mesh_xml=self.mesh_xml or None).require_paths()
+        except FileNotFoundError as exc:
+            raise dg.Failure(str(exc)) from exc
+
+
 class PipelineConfigResource(dg.ConfigurableResource):
     """Method settings as JSON (a PipelineConfig); empty means the documented defaults."""
 
@@ -191,6 +208,8 @@ def build_resources() -> dict[str, object]:
             backend=env_or("MEDDEVKG_CROSS_ENCODER_BACKEND", "sentence-transformers"),
             device=env_or("MEDDEVKG_DEVICE", "auto")),
         "pipeline_config": PipelineConfigResource(config_json=env_or("MEDDEVKG_PIPELINE_CONFIG", "")),
+        "terminologies": TerminologiesResource(umls_dir=env_or("MEDDEVKG_UMLS_DIR", "") or None,
+                                               mesh_xml=env_or("MEDDEVKG_MESH_XML", "") or None),
         **source_resources(),
     }
 

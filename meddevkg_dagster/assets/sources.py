@@ -5,12 +5,19 @@ import polars as pl
 
 from meddevkg_core import schemas
 from meddevkg_core.dossier import supplements_of
-from meddevkg_core.ontology import Ontology, load_meddevonto
+from meddevkg_core.ontology import Ontology
 from meddevkg_core.patent_years import YEAR_KEY_SQL, grant_year_bounds, in_years, quarantine_year_keys, year_span
+from meddevkg_core.terminologies import load_ontology
 from meddevkg_core.text_repair import repair_counts
 from meddevkg_dagster.lib import only_devices, partition_keys, require_known, stopwatch, stored_table, table_metadata
 from meddevkg_dagster.partitions import DEVICE_BACKFILL, PATENT_BACKFILL, patent_years, pma_devices
-from meddevkg_dagster.resources import DUCKDB_POOL, CorpusResource, OpenFDAResource, SourcesResource
+from meddevkg_dagster.resources import (
+    DUCKDB_POOL,
+    CorpusResource,
+    OpenFDAResource,
+    SourcesResource,
+    TerminologiesResource,
+)
 
 GROUP = "sources"
 _QUARANTINE_DEVICE = pl.col("record_key").str.extract(r":([^:]*)$", 1)
@@ -166,13 +173,32 @@ def _markdown(df: pl.DataFrame) -> str:
     return "\n".join(lines)
 
 
-@dg.asset(group_name="ontology", pool=DUCKDB_POOL, kinds={"polars", "duckdb"})
-def meddevonto() -> dg.Output[pl.DataFrame]:
-    """MedDevOnto concepts with synonyms, parents, semantic type, category, weight and anchor flag."""
-    onto = load_meddevonto()
+@dg.multi_asset(
+    outs={
+        "meddevonto": dg.AssetOut(
+            group_name="ontology", kinds={"polars", "duckdb"},
+            description="MedDevOnto concepts with synonyms, parents, semantic type, category, weight and anchor "
+                        "flag; with MEDDEVKG_UMLS_DIR / MEDDEVKG_MESH_XML, the licensed releases merged under it."),
+        "ontology_quarantine": dg.AssetOut(
+            group_name="ontology", kinds={"polars", "duckdb"}, metadata=stored_table(schemas.REJECTED_RECORDS),
+            description="UMLS / MeSH records that failed validation or a merge rule, with the reason."),
+    },
+    pool=DUCKDB_POOL,
+)
+def meddevonto(context: dg.AssetExecutionContext, terminologies: TerminologiesResource):
+    with stopwatch() as t:
+        merged = load_ontology(terminologies.config())
+    onto, rejected = merged.ontology, merged.rejected
     out = ontology_table(onto)
-    return dg.Output(out, metadata=table_metadata(
-        out, anchors=int(out["is_anchor"].sum()), terms=onto.terms.height, parent_links=onto.hierarchy.height))
+    by_source = dict(out.group_by("source").len().sort("source").iter_rows())
+    if rejected.height:
+        context.log.warning(f"{rejected.height} terminology record(s) quarantined (see ontology_quarantine): "
+                            + "; ".join(rejected["reason"].unique(maintain_order=True).head(5).to_list()))
+    yield dg.Output(out, output_name="meddevonto", metadata=table_metadata(
+        out, anchors=int(out["is_anchor"].sum()), terms=onto.terms.height, parent_links=onto.hierarchy.height,
+        concepts_by_source=dg.MetadataValue.json(by_source), folded_into_shipped=merged.aliases.height,
+        seconds=t["seconds"]))
+    yield dg.Output(rejected, output_name="ontology_quarantine", metadata=table_metadata(rejected))
 
 
 def ontology_table(onto: Ontology) -> pl.DataFrame:

@@ -15,7 +15,7 @@ from meddevkg_core.patent_years import year_keys
 from meddevkg_dagster.assets import features, linking, outputs, sources
 from meddevkg_dagster.checks import CHECKS
 from meddevkg_dagster.io_manager import MeddevkgDuckDBIOManager
-from meddevkg_dagster.jobs import PATENT_ASSETS
+from meddevkg_dagster.jobs import ONTOLOGY_ASSETS, PATENT_ASSETS
 from meddevkg_dagster.resources import (
     CorpusResource,
     CrossEncoderResource,
@@ -23,6 +23,7 @@ from meddevkg_dagster.resources import (
     OpenFDAResource,
     PipelineConfigResource,
     SourcesResource,
+    TerminologiesResource,
 )
 
 ASSETS = dg.load_assets_from_modules([sources, features, linking, outputs])
@@ -58,6 +59,7 @@ class Harness:
             "pipeline_config": PipelineConfigResource(),
             "sources": SourcesResource(),
             "openfda": OpenFDAResource(),
+            "terminologies": TerminologiesResource(),
         }
 
     def register(self, keys: list[str]) -> None:
@@ -85,7 +87,7 @@ class Harness:
 
     def materialize_patent_years(self, years: list[str] | None = None):
         years = years or self.instance.get_dynamic_partitions("patent_years")
-        selection = PATENT_ASSETS | dg.AssetSelection.assets("meddevonto")
+        selection = PATENT_ASSETS | ONTOLOGY_ASSETS
         if len(years) == 1:
             return self.materialize(selection, partition_key=years[0])
         return self.materialize(selection, partition_range=(years[0], years[-1]))

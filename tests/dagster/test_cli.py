@@ -284,3 +284,21 @@ def test_the_pipeline_config_comes_from_a_file_or_the_environment_and_a_misplace
         PipelineConfigResource(config_json=misplaced).config()
     with pytest.raises(dg.Failure, match="under Dagster it is MEDDEVKG_CROSS_ENCODER"):  # not ignored
         PipelineConfigResource(config_json=config.model_dump_json()).config()
+
+
+def test_run_and_benchmark_merge_the_licensed_releases_the_environment_names(tmp_path, monkeypatch):
+    import meddevkg_core.embeddings
+    import meddevkg_core.entities
+    import meddevkg_dagster.cli as cli
+    from meddevkg_core.config import CrossEncoderConfig
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures"
+    monkeypatch.setattr(meddevkg_core.embeddings, "load_embedding_model", lambda *args, **kw: None)
+    monkeypatch.setattr(meddevkg_core.entities, "load_spacy_pipeline", lambda: None)
+    monkeypatch.setenv("MEDDEVKG_UMLS_DIR", str(fixtures / "umls"))
+    models = cli.load_models(tmp_path, CrossEncoderConfig(), "cpu", None)
+    assert models.ontology.lookup("open-irrigated RF catheter") == "C9900003"  # the same ontology as the asset
+    assert "C9900005" in models.ontology_rejected["record_key"].to_list()  # run writes it to rejected_records
+    monkeypatch.setenv("MEDDEVKG_UMLS_DIR", str(tmp_path / "missing"))
+    with pytest.raises(SystemExit, match="MEDDEVKG_UMLS_DIR="):
+        cli.load_models(tmp_path, CrossEncoderConfig(), "cpu", None)

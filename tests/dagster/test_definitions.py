@@ -13,7 +13,7 @@ EXPECTED_ASSETS = {
     "pma_documents", "patents", "gold_links", "rejected_records", "company_dictionary", "meddevonto",
     "device_entities", "patent_entities", "device_embeddings", "patent_embeddings", "candidate_pool",
     "cross_encoder_scores", "training_pairs", "reranker_model", "reranked_links", "meddevkg", "link_evaluation",
-    "pma_quarantine", "pma_supplements", "patent_quarantine",
+    "pma_quarantine", "pma_supplements", "patent_quarantine", "ontology_quarantine",
 }
 DEVICE_ASSETS = {"pma_documents", "pma_quarantine", "pma_supplements", "device_entities", "device_embeddings",
                  "candidate_pool", "cross_encoder_scores", "reranked_links"}
@@ -37,8 +37,9 @@ def test_the_whole_graph_is_two_jobs_and_downstream_assets_read_every_patent_yea
     patents_job, meddevkg_job = defs.resolve_job_def("patents_job"), defs.resolve_job_def("meddevkg_job")
     in_patents = {k.to_user_string() for k in patents_job.asset_layer.executable_asset_keys}
     in_graph = {k.to_user_string() for k in meddevkg_job.asset_layer.executable_asset_keys}
-    assert in_patents == PATENT_ASSETS | {"meddevonto"}
-    assert in_patents | in_graph == EXPECTED_ASSETS and in_patents & in_graph == {"meddevonto"}
+    ontology = {"meddevonto", "ontology_quarantine"}
+    assert in_patents == PATENT_ASSETS | ontology
+    assert in_patents | in_graph == EXPECTED_ASSETS and in_patents & in_graph == ontology
     graph = defs.resolve_asset_graph()
     for key in ("candidate_pool", "cross_encoder_scores", "company_dictionary", "link_evaluation"):
         node = graph.get(dg.AssetKey(key))

@@ -21,8 +21,10 @@ from meddevkg_core.pipeline import Models, run_pipeline, write_result
 @pytest.mark.real_data
 def test_pipeline_on_the_real_benchmark(benchmark_dir, tmp_path, monkeypatch):
     corpus = read_corpus(benchmark_dir)
+    ontology_reject = pl.DataFrame({"source": ["UMLS merge"], "record_key": ["C9900005"], "reason": ["a test"],
+                                    "record": ["{}"]})
     models = Models(encoder=HashingEncoder(dimension=384), nlp=load_spacy_pipeline(), ontology=load_meddevonto(),
-                    resolver=CompanyResolver.for_corpus(benchmark_dir))
+                    resolver=CompanyResolver.for_corpus(benchmark_dir), ontology_rejected=ontology_reject)
     result = run_pipeline(corpus, models, progress=lambda _: None)
     ev = result.evaluation
     assert ev.n_devices == 434 and ev.n_patents == 2185 and ev.n_gold_pairs == 426
@@ -39,6 +41,7 @@ def test_pipeline_on_the_real_benchmark(benchmark_dir, tmp_path, monkeypatch):
     assert summary["text_repairs"]["devices"] == corpus.text_repairs.height
     assert summary["config"] == json.loads(PipelineConfig().model_dump_json())  # what produced these links
     assert not list(out.glob(".*.tmp"))
+    assert pl.read_parquet(out / "rejected_records.parquet").filter(pl.col("source") == "UMLS merge").height == 1
     monkeypatch.delenv("MEDDEVKG_CORPUS", raising=False)
     tables = from_output_dir(out)  # the applications find the run's corpus from summary.json alone
     assert tables.devices is not None and (tables.devices.height, tables.patents.height) == (434, 2185)
