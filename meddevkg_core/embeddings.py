@@ -271,6 +271,10 @@ def load_sentence_encoder(
     return SentenceTransformerEncoder(model=model, model_id=key, dimension=int(dimension), batch_size=batch_size)
 
 
+HASHING = "hashing"
+"""The embedding-model setting of the model-free HashingEncoder (tests and dry runs; not a language model)."""
+
+
 def local_model_id(path: Path) -> str:
     """A local model's cache id: its directory name and the hash of its files. The name alone let two
     models in directories of one name, or a model retrained in place, reuse each other's vectors."""
@@ -283,8 +287,9 @@ def local_model_id(path: Path) -> str:
 
 def load_embedding_model(setting: str | None, models_dir: Path | None, device: str = "auto", batch_size: int = 32,
                          backend: str | None = None) -> Encoder:
-    """The encoder an embedding-model setting names: a packaged model's name or a local directory,
-    or several of them separated by commas (a ConcatenatedEncoder). None means the packaged MiniLM.
+    """The encoder an embedding-model setting names: a packaged model's name, a local directory or
+    `hashing` (HashingEncoder: no model, for tests and dry runs), or several of them separated by
+    commas (a ConcatenatedEncoder). None means the packaged MiniLM.
 
     Split packaged models (all-mpnet-base-v2) are assembled under `models_dir` on first use.
     """
@@ -295,6 +300,8 @@ def load_embedding_model(setting: str | None, models_dir: Path | None, device: s
         raise ValueError(f"empty model name in the embedding-model setting {setting!r}")
 
     def one(name: str) -> Encoder:
+        if name == HASHING:
+            return HashingEncoder()
         if name == MINILM:
             return load_sentence_encoder(None, device, batch_size, backend=backend)
         if name in PACKAGED_MODELS:

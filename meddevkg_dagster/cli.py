@@ -215,8 +215,12 @@ def load_models(corpus_dir: Path, cross_encoder: CrossEncoderConfig, device: str
         raise SystemExit(str(exc)) from exc
     if ontology.rejected.height:
         print(f"ontology: {ontology.rejected.height} UMLS/MeSH record(s) quarantined (in rejected_records)")
+    try:
+        encoder = load_embedding_model(embedding_model, default_models_dir(), device=device)
+    except FileNotFoundError as exc:  # a mistyped model path: its message names it
+        raise SystemExit(f"--embedding-model / MEDDEVKG_EMBEDDING_MODEL: {exc}") from exc
     return Models(
-        encoder=load_embedding_model(embedding_model, default_models_dir(), device=device), nlp=load_spacy_pipeline(),
+        encoder=encoder, nlp=load_spacy_pipeline(),
         ontology=ontology.ontology, ontology_rejected=ontology.rejected,
         resolver=CompanyResolver.for_corpus(corpus_dir, former_owners=former_owners_setting()),
         cross_encoder=load_cross_encoder(cross_encoder, device=device),
@@ -457,7 +461,8 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default=os.environ.get("MEDDEVKG_DEVICE", "auto"), help="auto, cpu or cuda")
     p.add_argument("--embedding-model", default=os.environ.get("MEDDEVKG_EMBEDDING_MODEL") or None,
                    help="packaged model name(s) or local path(s), comma-separated for an ensemble "
-                        "(default all-MiniLM-L6-v2; the benchmark's best: all-MiniLM-L6-v2,all-mpnet-base-v2)")
+                        "(default $MEDDEVKG_EMBEDDING_MODEL, else all-MiniLM-L6-v2; the benchmark's best: "
+                        "all-MiniLM-L6-v2,all-mpnet-base-v2; hashing = no model, for dry runs)")
     p.add_argument("--embedding-cache", default=os.environ.get("MEDDEVKG_EMBEDDING_CACHE"),
                    help="directory of cached embeddings (default .meddevkg/embedding_cache)")
 

@@ -21,7 +21,7 @@ from meddevkg_core.corpus import Corpus, read_corpus
 from meddevkg_core.cross_encoder import PairScorer, load_cross_encoder
 from meddevkg_core.demo import demo_corpus_dir
 from meddevkg_core.dossier import read_supplements
-from meddevkg_core.embeddings import EmbeddingCache, Encoder, HashingEncoder, load_embedding_model
+from meddevkg_core.embeddings import EmbeddingCache, Encoder, load_embedding_model
 from meddevkg_core.home import home_dir
 from meddevkg_core.packaged_models import default_models_dir
 from meddevkg_core.terminologies import TerminologyConfig
@@ -122,14 +122,8 @@ class EmbeddingModelResource(dg.ConfigurableResource):
         return EmbeddingCache(Path(self.cache_dir)) if self.cache_dir else None
 
 
-HASHING = "hashing"
-"""`model_path` value for the model-free hashing encoder (tests and dry runs; not a language model)."""
-
-
 @cache
 def _encoder(model_path: str | None, device: str, batch_size: int, backend: str = "torch-fp32") -> Encoder:
-    if model_path == HASHING:
-        return HashingEncoder()
     return load_embedding_model(model_path, default_models_dir(), device=device, batch_size=batch_size,
                                 backend=backend)
 

@@ -302,3 +302,17 @@ def test_run_and_benchmark_merge_the_licensed_releases_the_environment_names(tmp
     monkeypatch.setenv("MEDDEVKG_UMLS_DIR", str(tmp_path / "missing"))
     with pytest.raises(SystemExit, match="MEDDEVKG_UMLS_DIR="):
         cli.load_models(tmp_path, CrossEncoderConfig(), "cpu", None)
+
+
+def test_run_with_the_hashing_encoder_writes_its_tables_and_a_wrong_model_path_is_named(tmp_path, capsys):
+    import json
+
+    from meddevkg_core.demo import demo_corpus_dir
+
+    # `hashing` is documented for MEDDEVKG_EMBEDDING_MODEL; `run` took it for a model directory.
+    out = tmp_path / "out"
+    assert main(["run", "--corpus", str(demo_corpus_dir()), "--out", str(out), "--embedding-model", "hashing"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["evaluation"]["n_links"] > 0 and summary["config"]["candidates"]["vector_mode"] == "device_quantile"
+    with pytest.raises(SystemExit, match="MEDDEVKG_EMBEDDING_MODEL: embedding model directory not found"):
+        main(["run", "--corpus", str(demo_corpus_dir()), "--out", str(out), "--embedding-model", str(tmp_path / "x")])
