@@ -514,7 +514,7 @@ def _recall_rootcause(args: argparse.Namespace) -> int:
             with OpenFDARecallClient() as client:
                 records = client.by_recall_number(args.recall_number)
         except (SourceError, ValueError) as exc:
-            raise SystemExit(f"openFDA device/recall: {exc}") from exc
+            raise SystemExit(str(exc)) from exc  # the message names the source
         if not records:
             raise SystemExit(f"openFDA has no device recall {args.recall_number}")
         causes = [recall_root_cause(tables.links, recall=r, devices=tables.devices, patents=tables.patents)

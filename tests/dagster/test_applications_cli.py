@@ -92,3 +92,13 @@ def test_recall_number_is_fetched_from_openfda_and_traced(demo, fake_source, mon
     assert "product_res_number=Z-1234-2024" in out and "not in this link set: P999999" in out
     assert f"patents linked to {ACQUIRING}" in out
     assert fake_source.requests[0][2]["search"] == ['product_res_number:"Z-1234-2024"']
+
+
+def test_an_openfda_failure_ends_the_command_with_one_message_naming_the_source(demo, fake_source, monkeypatch):
+    harness, _, _ = demo
+    fake_source.inject("/device/recall.json", 403)
+    monkeypatch.setenv("MEDDEVKG_OPENFDA_URL", fake_source.url)
+    with pytest.raises(SystemExit) as stop:
+        main(["recall-rootcause", "--recall-number", "Z-1234-2024", "--db", str(harness.db)])
+    message = str(stop.value)
+    assert message.startswith("openFDA device/recall") and message.count("openFDA device/recall") == 1
