@@ -58,6 +58,22 @@ def year_span(keys: list[str], since: date, today: date) -> tuple[date, date] | 
     return (start, end) if start <= end else None
 
 
+def parse_year_keys(spec: str) -> list[str]:
+    """Year keys from "2019", "1976-2026" or `undated`, comma-separated ("2019-2021,undated")."""
+    keys: list[str] = []
+    for part in (p.strip() for p in spec.split(",")):
+        first, dash, last = part.partition("-")
+        if part == UNDATED:
+            keys.append(UNDATED)
+        elif first.isdigit() and len(first) == 4 and (not dash or (last.isdigit() and len(last) == 4)):
+            if int(last or first) < int(first):
+                raise ValueError(f"grant years {part!r}: the last year is before the first")
+            keys += [str(y) for y in range(int(first), int(last or first) + 1)]
+        else:
+            raise ValueError(f"grant years {part!r}: expected YYYY, YYYY-YYYY or {UNDATED}")
+    return list(dict.fromkeys(keys))
+
+
 def grant_year_bounds(keys: list[str]) -> tuple[int, int] | None:
     """The first and last grant years these keys name, so a bulk source can skip other years' rows;
     None (read everything) without keys or with `undated` among them."""

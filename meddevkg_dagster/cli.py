@@ -173,9 +173,17 @@ def ui_hint(environ: Mapping[str, str]) -> str:
 
 
 def ui_command(environ: Mapping[str, str]) -> str:
-    """`dagster dev` on what this run wrote, from any directory: the code location reads its corpus,
-    store and models from the MEDDEVKG_* settings, so the UI needs this run's (paths made absolute).
-    A secret's value is never printed; its name is, so the user exports it in that shell too."""
+    """`dagster dev` on what this run wrote, from any directory (see `dagster_command`)."""
+    # An installed package (not a checkout) has no workspace.yaml beside it: name the module instead.
+    target = ["-w", str(_WORKSPACE)] if _WORKSPACE.is_file() else ["-m", "meddevkg_dagster.definitions"]
+    return dagster_command(environ, ["dev", *target])
+
+
+def dagster_command(environ: Mapping[str, str], args: list[str]) -> str:
+    """A `dagster` command line with this process's settings: the code location reads its corpus,
+    store and models from the MEDDEVKG_* settings and the instance from DAGSTER_HOME, so the command
+    carries them (paths made absolute) and works from any directory. A secret's value is never
+    printed; its name is, so the user exports it in that shell too."""
     settings = {"MEDDEVKG_HOME": str(home_dir(environ))}
     secrets = []
     for name, value in sorted(environ.items()):
@@ -187,10 +195,8 @@ def ui_command(environ: Mapping[str, str]) -> str:
             settings[name] = _absolute(name, value)
     settings["DAGSTER_HOME"] = environ["DAGSTER_HOME"]
     dagster = Path(sys.executable).parent / "dagster"
-    # An installed package (not a checkout) has no workspace.yaml beside it: name the module instead.
-    target = ["-w", shlex.quote(str(_WORKSPACE))] if _WORKSPACE.is_file() else ["-m", "meddevkg_dagster.definitions"]
     line = " ".join([*(f"{k}={shlex.quote(v)}" for k, v in settings.items()),
-                     shlex.quote(str(dagster if dagster.is_file() else "dagster")), "dev", *target])
+                     shlex.quote(str(dagster if dagster.is_file() else "dagster")), *map(shlex.quote, args)])
     return line + (f"  (with {', '.join(secrets)} exported)" if secrets else "")
 
 
@@ -595,6 +601,32 @@ def _views(args: argparse.Namespace) -> int:
     return 0
 
 
+def _partitions(args: argparse.Namespace) -> int:
+    """Register device and grant-year partitions on the instance the CLI and `dagster dev` share, and
+    print the run that materialises the new ones (a dynamic partition must exist before a run targets it)."""
+    import dagster as dg
+
+    from meddevkg_core.patent_years import parse_year_keys
+    from meddevkg_dagster.partitions import key_ranges, patent_years, pma_devices, range_tags
+
+    try:
+        years = parse_year_keys(args.add_years) if args.add_years else []
+    except ValueError as exc:
+        raise SystemExit(f"--add-years: {exc}") from exc
+    devices = list(dict.fromkeys(_pma(d) for d in args.add_devices or []))
+    print(f"instance: {_prepare_instance_home()}")
+    with dg.DagsterInstance.get() as instance:
+        for name, wanted, job in ((patent_years.name, years, "patents_job"), (pma_devices.name, devices,
+                                                                              "device_links_job")):
+            keys = register_partitions(instance, name, wanted) if wanted else instance.get_dynamic_partitions(name)
+            if not wanted:
+                print(f"{name}: {len(keys)} partition(s)" + (f", {keys[0]} .. {keys[-1]}" if keys else ""))
+            for start, end in key_ranges(wanted, keys):  # one run per stretch of neighbouring keys
+                print("  " + dagster_command(os.environ, ["job", "execute", "-m", "meddevkg_dagster.definitions",
+                                                          "-j", job, "--tags", json.dumps(range_tags(start, end))]))
+    return 0
+
+
 def _pma(value: str) -> str:
     return value.strip().upper()
 
@@ -649,6 +681,11 @@ def main(argv: list[str] | None = None) -> int:
     demo = sub.add_parser("demo", help="materialise every asset on the bundled demo corpus (or $MEDDEVKG_CORPUS) "
                                        "and print a summary")
     demo.set_defaults(func=_demo)
+    parts = sub.add_parser("partitions", help="list the instance's device and grant-year partitions, or add some "
+                           "and print the run that materialises them")
+    parts.add_argument("--add-years", help="grant years: 2019, 1976-2026 or undated, comma-separated")
+    parts.add_argument("--add-devices", nargs="+", metavar="PMA", help="PMA numbers (P240003 ...)")
+    parts.set_defaults(func=_partitions)
     run = sub.add_parser("run", help="run the pipeline on a corpus directory and write Parquet outputs")
     run.add_argument("--corpus", required=True, help="corpus directory (devices, patents, gold_links)")
     run.add_argument("--out", required=True, help="output directory")

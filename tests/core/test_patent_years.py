@@ -1,6 +1,7 @@
 from datetime import date
 
 import polars as pl
+import pytest
 
 from meddevkg_core import schemas
 from meddevkg_core.patent_years import (
@@ -8,6 +9,7 @@ from meddevkg_core.patent_years import (
     current_year_keys,
     grant_year_bounds,
     in_years,
+    parse_year_keys,
     quarantine_year_keys,
     with_year_key,
     year_keys,
@@ -54,3 +56,11 @@ def test_the_weekly_refresh_covers_last_year_in_the_first_week_of_january():
     assert current_year_keys(date(2026, 11, 23)) == ["2026"]
     assert current_year_keys(date(2027, 1, 4)) == ["2026", "2027"]
     assert current_year_keys(date(2027, 1, 8)) == ["2027"]
+
+
+def test_year_keys_are_parsed_from_single_years_spans_and_undated():
+    assert parse_year_keys("2019") == ["2019"] and parse_year_keys("2019-2021, undated") == ["2019", "2020", "2021",
+                                                                                              UNDATED]
+    for bad in ("19", "2021-2019", "last year", "2019-"):
+        with pytest.raises(ValueError, match="grant years"):
+            parse_year_keys(bad)

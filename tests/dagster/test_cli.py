@@ -1,3 +1,4 @@
+import json
 import os
 import re
 import shlex
@@ -305,8 +306,6 @@ def test_run_and_benchmark_merge_the_licensed_releases_the_environment_names(tmp
 
 
 def test_run_with_the_hashing_encoder_writes_its_tables_and_a_wrong_model_path_is_named(tmp_path, capsys):
-    import json
-
     from meddevkg_core.demo import demo_corpus_dir
 
     # `hashing` is documented for MEDDEVKG_EMBEDDING_MODEL; `run` took it for a model directory.
@@ -316,3 +315,25 @@ def test_run_with_the_hashing_encoder_writes_its_tables_and_a_wrong_model_path_i
     assert summary["evaluation"]["n_links"] > 0 and summary["config"]["candidates"]["vector_mode"] == "device_quantile"
     with pytest.raises(SystemExit, match="MEDDEVKG_EMBEDDING_MODEL: embedding model directory not found"):
         main(["run", "--corpus", str(demo_corpus_dir()), "--out", str(out), "--embedding-model", str(tmp_path / "x")])
+
+
+def test_partitions_are_added_from_the_command_line_with_the_runs_that_materialise_them(tmp_path, monkeypatch,
+                                                                                        capsys):
+    import dagster as dg
+
+    monkeypatch.setenv("MEDDEVKG_HOME", str(tmp_path))
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)  # the CLI's instance: $MEDDEVKG_HOME/dagster_home
+    assert main(["partitions", "--add-years", "2024,undated", "--add-devices", "p100045"]) == 0
+    assert main(["partitions", "--add-years", "2023-2025"]) == 0  # 2024 is there: 2023 and 2025 are new
+    out = capsys.readouterr().out
+    with dg.DagsterInstance.from_config(str(tmp_path / "dagster_home")) as instance:
+        assert instance.get_dynamic_partitions("patent_years") == ["2024", "undated", "2023", "2025"]
+        assert instance.get_dynamic_partitions("pma_devices") == ["P100045"]
+    commands = [shlex.split(line) for line in out.splitlines() if " job execute " in line]
+    ranges = [json.loads(c[c.index("--tags") + 1]) for c in commands]
+    # 2023-2025 is not one range in the instance's order (undated sits inside it): 2024, then 2023-2025 after it
+    assert [(r["dagster/asset_partition_range_start"], r["dagster/asset_partition_range_end"]) for r in ranges] == [
+        ("2024", "undated"), ("P100045", "P100045"), ("2024", "2024"), ("2023", "2025")]
+    assert all(f"DAGSTER_HOME={tmp_path / 'dagster_home'}" in c for c in commands)
+    with pytest.raises(SystemExit, match="--add-years: grant years '2025-2019'"):
+        main(["partitions", "--add-years", "2025-2019"])
