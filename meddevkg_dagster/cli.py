@@ -615,9 +615,9 @@ def _partitions(args: argparse.Namespace) -> int:
         raise SystemExit(f"--add-years: {exc}") from exc
     devices = list(dict.fromkeys(_pma(d) for d in args.add_devices or []))
     print(f"instance: {_prepare_instance_home()}")
+    jobs = {patent_years.name: (years, "patents_job"), pma_devices.name: (devices, "device_links_job")}
     with dg.DagsterInstance.get() as instance:
-        for name, wanted, job in ((patent_years.name, years, "patents_job"), (pma_devices.name, devices,
-                                                                              "device_links_job")):
+        for name, (wanted, job) in jobs.items():
             keys = register_partitions(instance, name, wanted) if wanted else instance.get_dynamic_partitions(name)
             if not wanted:
                 print(f"{name}: {len(keys)} partition(s)" + (f", {keys[0]} .. {keys[-1]}" if keys else ""))
