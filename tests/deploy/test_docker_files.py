@@ -262,3 +262,22 @@ def test_dagster_postgres_is_a_pinned_dependency():
     deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
     assert "dagster-postgres==0.29.27" in deps
     assert dagster_postgres.__version__ == "0.29.27"
+
+
+def test_the_image_installs_the_dependencies_before_it_copies_the_code(dockerfile, tmp_path):
+    # A code change rebuilt the layer that installed every package (torch aside).
+    import subprocess
+    import sys
+
+    script = DOCKER / "requirements_of.py"
+    out = subprocess.run([sys.executable, str(script), str(REPO / "pyproject.toml"), "cpu,k8s"], check=True,
+                         capture_output=True, text=True).stdout.split("\n")
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    assert [line for line in out if line] == [*project["dependencies"], *extras["cpu"], *extras["k8s"]]
+    wrong = subprocess.run([sys.executable, str(script), str(REPO / "pyproject.toml"), "cpu,kube"],
+                           capture_output=True, text=True)
+    assert wrong.returncode != 0 and "unknown extra(s) ['kube']" in wrong.stderr
+    assert "docker/requirements_of.py" in dockerfile.split("COPY meddevkg_core")[0]
+    deps_at = dockerfile.index("pip install -c constraints.txt -r /tmp/requirements.txt")
+    assert dockerfile.index('"torch==2.13.0"') < deps_at < dockerfile.index("COPY meddevkg_core")
