@@ -241,3 +241,14 @@ class PipelineConfig(BaseModel, frozen=True, extra="forbid"):
     candidates: CandidateConfig = CandidateConfig()
     rerank: RerankConfig = RerankConfig()
     cross_encoder: CrossEncoderConfig = CrossEncoderConfig()
+
+
+def parse_pipeline_config(text: str, source: str) -> PipelineConfig:
+    """A PipelineConfig from JSON (empty: the defaults); an error names `source` (a file or a setting)."""
+    from pydantic import ValidationError
+
+    try:
+        return PipelineConfig.model_validate_json(text) if text.strip() else PipelineConfig()
+    except ValidationError as exc:
+        raise ValueError(f"{source} is not a valid pipeline configuration (meddevkg_core.config.PipelineConfig):"
+                         f"\n{exc}") from exc

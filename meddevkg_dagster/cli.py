@@ -259,17 +259,14 @@ def _exit_on_untrainable_gold(path: str) -> Iterator[None]:
 def pipeline_config(args: argparse.Namespace) -> PipelineConfig:
     """The method's settings: `--config FILE`, else $MEDDEVKG_PIPELINE_CONFIG (JSON, as Dagster reads
     it), else the defaults; the cross-encoder options, when given, choose its model and backend."""
-    from pydantic import ValidationError
-
-    from meddevkg_core.config import PipelineConfig
+    from meddevkg_core.config import parse_pipeline_config
 
     source, text = (args.config, Path(args.config).read_text()) if args.config else (
         "MEDDEVKG_PIPELINE_CONFIG", os.environ.get("MEDDEVKG_PIPELINE_CONFIG", ""))
     try:
-        config = PipelineConfig.model_validate_json(text) if text.strip() else PipelineConfig()
-    except ValidationError as exc:
-        raise SystemExit(f"{source}: not a valid pipeline configuration (meddevkg_core.config.PipelineConfig)\n"
-                         f"{exc}") from exc
+        config = parse_pipeline_config(text, source)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from exc
     chosen = {"model": args.cross_encoder, "backend": args.cross_encoder_backend}
     if chosen := {k: v for k, v in chosen.items() if v}:
         config = config.model_copy(update={"cross_encoder": config.cross_encoder.model_copy(update=chosen)})

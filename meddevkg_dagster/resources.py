@@ -13,10 +13,10 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 from dagster_duckdb import DuckDBResource
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from meddevkg_core.companies import CompanyResolver
-from meddevkg_core.config import CrossEncoderConfig, PipelineConfig
+from meddevkg_core.config import CrossEncoderConfig, PipelineConfig, parse_pipeline_config
 from meddevkg_core.corpus import Corpus, read_corpus
 from meddevkg_core.cross_encoder import PairScorer, load_cross_encoder
 from meddevkg_core.demo import demo_corpus_dir
@@ -173,10 +173,9 @@ class PipelineConfigResource(dg.ConfigurableResource):
 
     def config(self) -> PipelineConfig:
         try:
-            config = PipelineConfig.model_validate_json(self.config_json) if self.config_json else PipelineConfig()
-        except ValidationError as exc:  # a misplaced or misspelt key fails here, not silently
-            raise dg.Failure(f"MEDDEVKG_PIPELINE_CONFIG is not a valid pipeline configuration "
-                             f"(meddevkg_core.config.PipelineConfig): {exc}") from exc
+            config = parse_pipeline_config(self.config_json, "MEDDEVKG_PIPELINE_CONFIG")
+        except ValueError as exc:  # a misplaced or misspelt key fails here, not silently
+            raise dg.Failure(str(exc)) from exc
         if config.cross_encoder != CrossEncoderConfig():  # the cross_encoder resource decides, never silently
             raise dg.Failure(f"MEDDEVKG_PIPELINE_CONFIG sets the cross-encoder ({config.cross_encoder}); under "
                              "Dagster it is MEDDEVKG_CROSS_ENCODER and MEDDEVKG_CROSS_ENCODER_BACKEND")

@@ -279,7 +279,7 @@ def test_the_pipeline_config_comes_from_a_file_or_the_environment_and_a_misplace
 
     misplaced = '{"vector_mode": "absolute"}'  # belongs under "candidates": it used to fall back to the defaults
     monkeypatch.setenv("MEDDEVKG_PIPELINE_CONFIG", misplaced)
-    with pytest.raises(SystemExit, match="MEDDEVKG_PIPELINE_CONFIG: not a valid pipeline configuration"):
+    with pytest.raises(SystemExit, match="MEDDEVKG_PIPELINE_CONFIG is not a valid pipeline configuration"):
         main(base)
     with pytest.raises(dg.Failure, match="vector_mode"):
         PipelineConfigResource(config_json=misplaced).config()
