@@ -103,10 +103,19 @@ def test_a_devices_own_gold_does_not_move_its_reported_figures(models, demo_run,
         after = pl.read_parquet(tmp_path / name).filter(pl.col("fda_id") == target).sort("pat_id")
         assert before.select("pat_id", *values).equals(after.select("pat_id", *values)), name
     assert before["rank"].sort().to_list() == list(range(1, before.height + 1))
+    assert _others_moved(out, tmp_path, target)  # the relabel did reach the models: the check has teeth
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["ablations"] == {} and report["ranking"]["pipeline"]["R@10"] is not None
     assert "## Ablations (Stage 2 + 3 rerun on the same features)\n\nNot run (`--no-ablations`)." in (
         tmp_path / "report.md").read_text()
+
+
+def _others_moved(before_dir, after_dir, target: str) -> bool:
+    """Whether another device's probabilities changed between the two runs."""
+    def others(directory):
+        return (pl.read_parquet(directory / "links.parquet").filter(pl.col("fda_id") != target)
+                .sort("fda_id", "pat_id").select("fda_id", "pat_id", "probability"))
+    return not others(before_dir).equals(others(after_dir))
 
 
 def test_the_text_adapter_orders_each_devices_top_pairs(demo_run):
@@ -240,3 +249,4 @@ def test_a_devices_own_gold_does_not_move_its_contested_order(models, contest_ru
         before = pl.read_parquet(out / name).filter(pl.col("fda_id") == target).sort("pat_id")
         after = pl.read_parquet(tmp_path / name).filter(pl.col("fda_id") == target).sort("pat_id")
         assert before.select("pat_id", *values).equals(after.select("pat_id", *values)), name
+    assert _others_moved(out, tmp_path, target)  # the relabel did reach the models: the check has teeth

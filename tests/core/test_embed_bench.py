@@ -227,6 +227,21 @@ def test_onnx_model_is_built_once_then_reused(tiny_sentence_model: Path, tmp_pat
     assert [p.name for p in cache.iterdir()] == [first.onnx_dir.name]
 
 
+def test_onnx_int8_graph_keeps_the_recipes_fp32_matmuls_and_quantises_the_rest(tiny_sentence_model: Path,
+                                                                                tmp_path: Path) -> None:
+    # The recipe names nodes to keep in fp32; a name the exporter no longer produces would be ignored.
+    import onnx
+
+    from meddevkg_core.onnx_encoder import FP32_NODES
+
+    encoder = load_sentence_encoder(str(tiny_sentence_model), backend="onnx-int8", onnx_cache_dir=tmp_path)
+    nodes = {n.name: n.op_type for n in onnx.load(str(encoder.onnx_dir / "model.onnx")).graph.node}
+    kept = [name for name in FP32_NODES if name in nodes]
+    assert len(kept) == 3  # the tiny model has 2 layers: layer.2's node is the only one it lacks
+    assert all(nodes[name] == "MatMul" for name in kept)
+    assert sum(op in ("MatMulInteger", "QAttention") for op in nodes.values()) >= 4  # the rest is quantised
+
+
 def test_onnx_cache_key_follows_model_content(tiny_sentence_model: Path, tmp_path: Path) -> None:
     import shutil
 

@@ -318,9 +318,13 @@ def test_year_gap_is_read_off_the_ids_and_missing_where_an_id_has_no_year():
 
 
 def test_logistic_fitter_takes_missing_values_from_the_training_median():
-    x = np.array([[0.0, np.nan], [1.0, 2.0], [0.1, np.nan], [0.9, 3.0]])
+    # The second column's known values 2, 3 and 10: median 3, mean 5. A missing value is scored as 3.
+    x = np.array([[0.0, np.nan], [1.0, 2.0], [0.1, 10.0], [0.9, 3.0]])
     model = pair_cv.logistic_fitter(x, np.array([0, 1, 0, 1]))
-    assert np.isfinite(model.predict_proba(np.array([[0.5, np.nan]]))).all()
+    missing = model.predict_proba(np.array([[0.5, np.nan]]))
+    assert np.isfinite(missing).all()
+    np.testing.assert_allclose(missing, model.predict_proba(np.array([[0.5, 3.0]])))
+    assert not np.allclose(missing, model.predict_proba(np.array([[0.5, 5.0]])))  # not the mean
 
 
 # --- dossier features -------------------------------------------------------------------------

@@ -354,6 +354,9 @@ def test_global_asset_lineage_shows_every_asset_materialised(dagster_ui, browser
 
     nodes = drawn()
     labels = [n["name"] for n in nodes]
+    # Fitted to the screen, Dagster draws every node as a status box: all of them green, none unstyled
+    # (the wait above could pass on nodes drawn without their box).
+    assert nodes and all("accent-green" in n["style"] for n in nodes), [(n["name"], n["style"]) for n in nodes]
     for asset in KEY_ASSETS:
         assert asset in labels, f"{asset} not drawn in the graph: {labels}"
     missing = [a for a in expected if not any(_matches(label, a) for label in labels)]
