@@ -744,7 +744,7 @@ def headline(report: dict[str, Any]) -> dict[str, Any]:
 def main_pairs_cv(pairs_path: str, out: str, cross_encoder: str | None, device: str, hashing: bool, *,
                   folds: int = 5, seed: int = 42, repeats: int = 5, fda_pma: str | None = None,
                   embedding_model: str | None = None, models_dir: Path | None = None,
-                  cross_encoder_backend: str = "sentence-transformers") -> dict:
+                  cross_encoder_backend: str = "sentence-transformers", embedding_backend: str | None = None) -> dict:
     """Load the models, run the CV, write OUT/ and return the report (for the `meddevkg` CLI).
 
     `embedding_model` is an embeddings.load_embedding_model setting (None: the packaged MiniLM);
@@ -761,7 +761,7 @@ def main_pairs_cv(pairs_path: str, out: str, cross_encoder: str | None, device: 
     if hashing and embedding_model:
         raise ValueError("choose either the hashing encoder or an embedding model, not both")
     encoder: Encoder = HashingEncoder() if hashing else load_embedding_model(
-        embedding_model, models_dir or default_models_dir(), device=device)
+        embedding_model, models_dir or default_models_dir(), device=device, backend=embedding_backend)
     nlp = load_spacy_pipeline()
     ontology = load_meddevonto()
     ce_cfg = CrossEncoderConfig(model=cross_encoder, backend=cross_encoder_backend)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from meddevkg_core.embeddings import BACKENDS
 from meddevkg_core.home import home_dir
 
 if TYPE_CHECKING:
@@ -204,8 +205,15 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
 
 
+def _models(args: argparse.Namespace, config: PipelineConfig):
+    """The models `run` and `benchmark` load from their options (whose defaults are the MEDDEVKG_* settings)."""
+    return load_models(Path(args.corpus), config.cross_encoder, args.device,
+                       Path(args.embedding_cache) if args.embedding_cache else home_dir() / "embedding_cache",
+                       args.embedding_model, args.embedding_backend)
+
+
 def load_models(corpus_dir: Path, cross_encoder: CrossEncoderConfig, device: str, cache_dir: Path | None,
-                embedding_model: str | None = None):
+                embedding_model: str | None = None, embedding_backend: str | None = None):
     from meddevkg_core.companies import CompanyResolver
     from meddevkg_core.cross_encoder import load_cross_encoder
     from meddevkg_core.embeddings import EmbeddingCache, load_embedding_model
@@ -222,7 +230,7 @@ def load_models(corpus_dir: Path, cross_encoder: CrossEncoderConfig, device: str
     if ontology.rejected.height:
         print(f"ontology: {ontology.rejected.height} UMLS/MeSH record(s) quarantined (in rejected_records)")
     try:
-        encoder = load_embedding_model(embedding_model, default_models_dir(), device=device)
+        encoder = load_embedding_model(embedding_model, default_models_dir(), device=device, backend=embedding_backend)
     except FileNotFoundError as exc:  # a mistyped model path: its message names it
         raise SystemExit(f"--embedding-model / MEDDEVKG_EMBEDDING_MODEL: {exc}") from exc
     return Models(
@@ -283,9 +291,7 @@ def _run(args: argparse.Namespace) -> int:
           f"{corpus.gold_links.height} gold pairs, {corpus.rejected.height} rejected rows")
     _require_trainable_gold(corpus, args.corpus)
     config = pipeline_config(args)
-    models = load_models(Path(args.corpus), config.cross_encoder, args.device,
-                         Path(args.embedding_cache) if args.embedding_cache else home_dir() / "embedding_cache",
-                         args.embedding_model)
+    models = _models(args, config)
     with _exit_on_untrainable_gold(args.corpus):
         result = run_pipeline(corpus, models, config)
     out = write_result(result, args.out, corpus.root)
@@ -313,9 +319,7 @@ def _benchmark(args: argparse.Namespace) -> int:
     if args.fda_approval_dates:
         corpus = replace(corpus, devices=with_fda_decision_dates(corpus.devices, args.fda_pma))
     config = pipeline_config(args)
-    models = load_models(Path(args.corpus), config.cross_encoder, args.device,
-                         Path(args.embedding_cache) if args.embedding_cache else home_dir() / "embedding_cache",
-                         args.embedding_model)
+    models = _models(args, config)
     with _exit_on_untrainable_gold(args.corpus):
         result = run_benchmark(corpus, models, config, args.out, ablations=not args.no_ablations)
     print((Path(args.out) / "report.md").read_text())
@@ -356,7 +360,7 @@ def _pairs_cv(args: argparse.Namespace) -> int:
     report = main_pairs_cv(args.pairs, args.out, args.cross_encoder, args.device, args.hashing,
                            folds=args.folds, seed=args.seed, fda_pma=args.fda_pma,
                            cross_encoder_backend=args.cross_encoder_backend or "sentence-transformers",
-                           embedding_model=args.embedding_model)
+                           embedding_model=args.embedding_model, embedding_backend=args.embedding_backend)
     print(json.dumps(report, indent=2, default=str))
     print(f"wrote {args.out}: pair_scores.parquet, report.json")
     print(json.dumps(headline(report)))
@@ -453,7 +457,7 @@ def _select_devices(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_model_options(p: argparse.ArgumentParser) -> None:
+def _add_model_options(p: argparse.ArgumentParser, *, cache: bool = True) -> None:
     p.add_argument("--cross-encoder", default=os.environ.get("MEDDEVKG_CROSS_ENCODER") or None,
                    help="cross-encoder name or local path (default $MEDDEVKG_CROSS_ENCODER, else none: the "
                         "feature is then missing)")
@@ -466,8 +470,13 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
                    help="packaged model name(s) or local path(s), comma-separated for an ensemble "
                         "(default $MEDDEVKG_EMBEDDING_MODEL, else all-MiniLM-L6-v2; the benchmark's best: "
                         "all-MiniLM-L6-v2,all-mpnet-base-v2; hashing = no model, for dry runs)")
-    p.add_argument("--embedding-cache", default=os.environ.get("MEDDEVKG_EMBEDDING_CACHE"),
-                   help="directory of cached embeddings (default .meddevkg/embedding_cache)")
+    p.add_argument("--embedding-backend", choices=BACKENDS,
+                   default=os.environ.get("MEDDEVKG_EMBEDDING_BACKEND") or None,
+                   help="the CPU path of the encoder (default $MEDDEVKG_EMBEDDING_BACKEND, else torch-fp32)")
+    if cache:
+        p.add_argument("--embedding-cache", default=os.environ.get("MEDDEVKG_EMBEDDING_CACHE"),
+                       help="directory of cached embeddings (default $MEDDEVKG_EMBEDDING_CACHE, else "
+                            "$MEDDEVKG_HOME/embedding_cache)")
 
 
 def _default_db() -> Path:
@@ -719,7 +728,7 @@ def main(argv: list[str] | None = None) -> int:
     pcv.add_argument("--hashing", action="store_true",
                      help="model-free hashing encoder instead of MiniLM (fast dry run)")
     _add_fda_pma_option(pcv, "the dossier TF-IDF features")
-    _add_model_options(pcv)
+    _add_model_options(pcv, cache=False)  # each run encodes its pairs' texts once: nothing to reuse
     pcv.set_defaults(func=_pairs_cv)
     bex = sub.add_parser("bench-extract", help="entity extraction: throughput, coverage, discrimination, LLM recall")
     bex.add_argument("--corpus", required=True, help="corpus directory (devices, patents, gold_links)")

@@ -337,3 +337,20 @@ def test_partitions_are_added_from_the_command_line_with_the_runs_that_materiali
     assert all(f"DAGSTER_HOME={tmp_path / 'dagster_home'}" in c for c in commands)
     with pytest.raises(SystemExit, match="--add-years: grant years '2025-2019'"):
         main(["partitions", "--add-years", "2025-2019"])
+
+
+def test_the_embedding_backend_setting_reaches_run_and_benchmark_and_pairs_cv_has_no_idle_cache_option(
+        tmp_path, monkeypatch):
+    import meddevkg_dagster.cli as cli
+
+    base, _ = _benchmark_without_running(tmp_path, monkeypatch, "fda_id,text\nP1,stent\nP2,valve\n",
+                                         "fda_id,pat_id\nP1,1\nP2,1\n")
+    loaded = []
+    monkeypatch.setattr(cli, "load_models", lambda *args: loaded.append(args))
+    monkeypatch.setenv("MEDDEVKG_EMBEDDING_BACKEND", "onnx-int8")  # as the Dagster resource reads it
+    main(base)
+    main([*base, "--embedding-backend", "torch-int8"])
+    assert [args[-1] for args in loaded] == ["onnx-int8", "torch-int8"]
+    with pytest.raises(SystemExit) as usage:  # pairs-cv encodes once per run and keeps no cache
+        main(["pairs-cv", "--pairs", "x.parquet", "--out", str(tmp_path), "--embedding-cache", str(tmp_path)])
+    assert usage.value.code == 2  # argparse's "unrecognized arguments"
