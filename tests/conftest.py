@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,21 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 BENCHMARK = SHARED_DATA / "bridge-meddevkg"
+
+
+NO_SKIPS = "MEDDEVKG_NO_SKIPS"
+"""Set by .ci/run, which installs everything the tests need: a skip there means a broken environment
+(the shared data missing, Chromium or PostgreSQL not installed), so it fails the run instead."""
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and os.environ.get(NO_SKIPS) and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"skipped while {NO_SKIPS} is set: {reason}"
 
 
 @pytest.fixture(scope="session")
