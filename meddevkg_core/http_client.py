@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
+from urllib.parse import quote, quote_plus
 
 import httpx
 from pydantic import BaseModel, Field, SecretStr
@@ -182,7 +183,7 @@ class JsonClient:
                     except (json.JSONDecodeError, UnicodeDecodeError):
                         problem = f"HTTP {status} with a truncated or non-JSON body ({len(response.content)} bytes)"
                 else:
-                    problem = f"HTTP {status}: {self._scrub(response.text[:200])}"
+                    problem = f"HTTP {status}: {self._scrub(response.text)[:200]}"  # cut after: no key half
                     if status not in RETRYABLE_STATUS:
                         raise SourceError(f"{self.name} {method} {self._scrub(str(response.url))}: {problem}",
                                           status, attempt + 1)
@@ -199,5 +200,11 @@ class JsonClient:
         raise AssertionError("unreachable")
 
     def _scrub(self, text: str) -> str:
-        """Remove the key from text before it reaches a message (URLs and some servers carry it)."""
-        return text.replace(self._secret, "***") if self._secret else text
+        """Remove the key from text before it reaches a message (URLs and some servers carry it), as
+        written and as a URL's query encodes it (a key with `+`, `/`, `=` or a space is not left as is)."""
+        if not self._secret:
+            return text
+        for form in sorted({self._secret, quote(self._secret, safe=""), quote_plus(self._secret)}, key=len,
+                           reverse=True):
+            text = text.replace(form, "***")
+        return text

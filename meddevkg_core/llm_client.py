@@ -152,10 +152,10 @@ class ChatClient:
         try:
             content = body["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError) as exc:
-            shown = self._json._scrub(json.dumps(body)[:300])
+            shown = self._json._scrub(json.dumps(body))[:300]
             raise LLMRequestError(f"{self.url}: reply is not a chat completion ({type(exc).__name__}): {shown!r}",
                                   200, self.stats.requests) from None
         if not isinstance(content, str):
-            raise LLMRequestError(f"{self.url}: reply has no text content: {content!r:.300}", 200,
-                                  self.stats.requests)
+            raise LLMRequestError(f"{self.url}: reply has no text content: {self._json._scrub(repr(content))[:300]}",
+                                  200, self.stats.requests)
         return content

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 
 from meddevkg_core.http_client import ClientStats, JsonClient, RetryPolicy, SourceError
 from meddevkg_core.sources.pma_records import PmaDevices, pma_records_to_devices
@@ -58,6 +58,14 @@ class OpenFDAConfig(RetryPolicy, frozen=True):
     requests_per_minute: float | None = Field(default=240.0, gt=0, description="openFDA's limit, key or not.")
     page_size: int = Field(default=MAX_LIMIT, ge=1, le=MAX_LIMIT)
     max_skip: int = Field(default=MAX_SKIP, ge=0, le=MAX_SKIP, description="Largest `skip` openFDA accepts.")
+
+    @field_validator("api_key")
+    @classmethod
+    def _stripped(cls, key: SecretStr | None) -> SecretStr | None:
+        """A key read from a file or a Kubernetes secret often ends in a newline: openFDA would refuse
+        it, and the URL would carry it encoded."""
+        value = key.get_secret_value().strip() if key is not None else ""
+        return SecretStr(value) if value else None
 
     @classmethod
     def from_env(cls, **overrides: Any) -> OpenFDAConfig:

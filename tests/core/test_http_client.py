@@ -1,5 +1,7 @@
 """The shared source client against a real local server: retries, Retry-After, auth, truncation."""
 
+from urllib.parse import quote, quote_plus
+
 import pytest
 from pydantic import SecretStr
 
@@ -50,3 +52,15 @@ def test_retry_after_forms():
     assert parse_retry_after("3") == 3.0
     assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now=lambda: 1445412480.0) == 0.0
     assert parse_retry_after("soon") is None and parse_retry_after(None) is None
+
+
+def test_a_key_stays_out_of_messages_as_the_url_encodes_it_and_when_an_echo_is_cut(fake_source):
+    key = "k3y+with/sl=sh and&more"  # each of + / = space & is encoded in a query string
+    echo = "x" * 168 + " your key: "  # the key straddles the 200 characters a message keeps of a body
+    fake_source.route("/items.json", lambda path, q, h, b: (400, {"error": echo + q["api_key"][0]}))
+    with _client(secret=SecretStr(key)) as client, pytest.raises(SourceError) as err:
+        client.get_json(fake_source.url + "/items.json", {"api_key": key})
+    message = str(err.value)
+    assert err.value.status == 400 and "api_key=***" in message  # the URL's encoded key, replaced
+    for piece in (key[:8], quote(key, safe="")[:8], quote_plus(key)[:8], "and%26more", "and&more"):
+        assert piece not in message, piece

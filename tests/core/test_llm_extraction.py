@@ -382,3 +382,14 @@ def test_config_from_env_names_missing_variables(tmp_path):
     assert LLMConfig.from_env(env, model="n").model == "n"
     with pytest.raises(ValueError, match="MEDDEVKG_LLM_MODEL"):
         LLMConfig.from_env({"MEDDEVKG_LLM_BASE_URL": "http://x"})
+
+
+def test_a_reply_echoing_the_key_never_puts_it_in_a_recorded_reason(fake, tmp_path, onto):
+    cfg = config(fake, tmp_path)
+    not_text = {"choices": [{"message": {"content": {"echo": f"your key {KEY}"}}}]}  # content is not a string
+    not_completion = {"error": "x" * 270 + f" your key {KEY}"}  # the key straddles the 300 characters kept
+    fake.script = [(200, {}, json.dumps(not_text)), (200, {}, json.dumps(not_completion))]
+    result = extractor(cfg).extract_mentions(docs(("P0", "a stent"), ("P1", "a valve")), onto)
+    reasons = result.rejected["reason"].to_list()
+    assert len(reasons) == 2 and "no text content" in reasons[0] and "not a chat completion" in reasons[1]
+    assert not any(KEY[:6] in reason for reason in reasons), reasons

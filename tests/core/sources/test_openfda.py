@@ -301,3 +301,9 @@ def test_conflicting_copies_of_a_supplement_resolve_the_same_whatever_the_order(
     assert len(outcomes) == 1
     kept = pma_records_to_devices(records).supplements.row(0, named=True)
     assert kept["decision_date"] == date(2025, 3, 4)  # the latest decision wins
+
+
+def test_a_key_from_a_file_loses_its_newline_however_it_is_configured():
+    # Kubernetes secrets made --from-file end in a newline; the Dagster resource passes the key as read.
+    assert OpenFDAConfig(api_key=SecretStr("k3y\n")).api_key.get_secret_value() == "k3y"
+    assert OpenFDAConfig(api_key=SecretStr(" \n")).api_key is None
