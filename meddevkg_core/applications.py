@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from meddevkg_core.atomic_files import replaced_file
 from meddevkg_core.sources.openfda_recall import recall_pma_numbers, recall_summary
 
 _LINK_COLS = ("fda_id", "pat_id", "rank", "probability", "evidence")
@@ -282,5 +283,6 @@ def plot_trajectory(traj: Trajectory, out: str | Path, title: str | None = None)
     if years or traj.decision_year is not None:
         ax.legend(loc="upper left")
     fig.tight_layout()
-    fig.savefig(out, format="png")
+    with replaced_file(out) as tmp:
+        fig.savefig(tmp, format="png")
     return out

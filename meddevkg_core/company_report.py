@@ -32,6 +32,7 @@ from typing import Any
 
 import polars as pl
 
+from meddevkg_core.atomic_files import replaced_file
 from meddevkg_core.companies import (
     CompanyResolver,
     company_match_table,
@@ -396,7 +397,6 @@ def main_company_report(
     report = company_report(corpus.devices, corpus.patents, corpus.gold_links, fda,
                             CompanyResolver.for_corpus(corpus_dir, former_owners=former_owners))
     if out is not None:
-        path = Path(out)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(report, indent=2, default=str))
+        with replaced_file(out) as tmp:
+            tmp.write_text(json.dumps(report, indent=2, default=str))
     return report

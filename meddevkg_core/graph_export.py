@@ -18,6 +18,7 @@ from typing import Any
 
 import polars as pl
 
+from meddevkg_core.atomic_files import replaced_directory
 from meddevkg_core.graph import dangling_edges, write_graph
 
 PROPERTY_TYPES: dict[str, dict[str, str]] = {
@@ -90,19 +91,29 @@ def export_graph(graph: pl.DataFrame, out_dir: str | Path) -> dict[str, Any]:
     """Write nodes/edges Parquet, neo4j-admin CSVs, import.sh and README.md; return counts and paths.
 
     Refuses a graph with duplicate node ids or edges pointing to missing nodes: neo4j-admin would
-    otherwise drop or reject those rows silently in a long import. Files of an earlier export
-    whose label is gone are removed, so import.sh always names exactly what is there.
+    otherwise drop or reject those rows silently in a long import. The export replaces the previous
+    one whole (atomic_files.replaced_directory): import.sh names exactly what is there, and a failed
+    export leaves the previous one as it was.
     """
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     nodes = graph.filter(pl.col("element") == "node")
     if (dup := nodes.filter(pl.col("id").is_duplicated())).height:
         raise ValueError(f"{dup.height} graph nodes share an id, e.g. {dup['id'][0]}")
     if (bad := dangling_edges(graph)).height:
         raise ValueError(f"{bad.height} graph edges point to missing nodes, e.g. {bad['id'][0]}")
-    for stale in [*out.glob(f"{NODE_PREFIX}*.csv"), *out.glob(f"{REL_PREFIX}*.csv")]:
-        stale.unlink()
-    parquet = write_graph(graph, out)
+    with replaced_directory(out) as work:
+        node_files, rel_files, node_counts, rel_counts = _write_export(graph, nodes, work)
+    return {"directory": str(out), "nodes": node_counts, "relationships": rel_counts,
+            "files": {"nodes_parquet": str(out / "nodes.parquet"), "edges_parquet": str(out / "edges.parquet"),
+                      "node_csv": [str(out / f) for f in node_files],
+                      "relationship_csv": [str(out / f) for f in rel_files],
+                      "import_script": str(out / "import.sh")},
+            "command": import_command(node_files, rel_files)}
+
+
+def _write_export(graph: pl.DataFrame, nodes: pl.DataFrame, out: Path) -> tuple[list, list, dict, dict]:
+    """Every file of the export into `out`; returns the CSV names and the counts by label and type."""
+    write_graph(graph, out)
     labels = sorted(nodes["label"].unique())
     types = sorted(graph.filter(pl.col("element") == "edge")["label"].unique())
     node_files, rel_files, node_counts, rel_counts = [], [], {}, {}
@@ -133,9 +144,4 @@ def export_graph(graph: pl.DataFrame, out_dir: str | Path) -> dict[str, Any]:
         f"Nodes: {node_counts}\n\nRelationships: {rel_counts}\n\n"
         "Load into an empty, stopped Neo4j 5 database (`sh import.sh [database]`):\n\n"
         f"```\n{command}\n```\n")
-    return {"directory": str(out), "nodes": node_counts, "relationships": rel_counts,
-            "files": {"nodes_parquet": str(parquet["node"]), "edges_parquet": str(parquet["edge"]),
-                      "node_csv": [str(out / f) for f in node_files],
-                      "relationship_csv": [str(out / f) for f in rel_files],
-                      "import_script": str(script)},
-            "command": command}
+    return node_files, rel_files, node_counts, rel_counts

@@ -15,6 +15,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from meddevkg_core.atomic_files import replaced_file
 from meddevkg_core.curves import pairs_for_recall, recall_at_share
 
 FIGSIZE = (12.0, 8.0)
@@ -95,6 +96,6 @@ def _save(fig: Figure, ax: Axes, out: Path, title: str) -> Path:
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(loc="upper left", fontsize=10, framealpha=0.9)
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=DPI)
+    with replaced_file(out) as tmp:  # an interrupted run leaves the previous plot, not half a PNG
+        fig.savefig(tmp, dpi=DPI, format=out.suffix.lstrip(".") or "png")
     return out

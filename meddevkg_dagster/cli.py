@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from meddevkg_core.atomic_files import replaced_file
 from meddevkg_core.embeddings import BACKENDS
 from meddevkg_core.home import home_dir
 
@@ -349,7 +350,8 @@ def _compare_runs(args: argparse.Namespace) -> int:
     print(format_comparison(comparison, paired))
     print(comparison.model_dump_json())
     if args.out:
-        paired.write_parquet(args.out)
+        with replaced_file(args.out) as tmp:
+            paired.write_parquet(tmp)
         print(f"wrote {args.out}: one row per gold device")
     return 0
 

@@ -25,6 +25,7 @@ from typing import Any, Literal
 import polars as pl
 from pydantic import BaseModel
 
+from meddevkg_core.atomic_files import replaced_file
 from meddevkg_core.sources.pma_records import canonical_pma, devices_from_pma
 
 CARDIOVASCULAR = "CV"
@@ -245,8 +246,8 @@ def main_select_devices(fda_pma_path: str | Path, product_codes_path: str | Path
     report = compare_selection(fda_pma, product_codes, benchmark)
     if out_path is not None:
         path = Path(out_path)
-        path.parent.mkdir(parents=True, exist_ok=True)
         devices = devices_from_pma(select_originals(fda_pma))
-        devices.write_parquet(path)
+        with replaced_file(path) as tmp:
+            devices.write_parquet(tmp)
         report["devices_written"] = {"path": str(path), "rows": devices.height}
     return report

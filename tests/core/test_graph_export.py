@@ -147,6 +147,25 @@ def test_a_second_export_replaces_the_files_of_labels_that_are_gone(tmp_path):
     assert "ACQUIRED" not in (tmp_path / "import.sh").read_text()
 
 
+def test_an_export_that_fails_midway_leaves_the_previous_one_whole(tmp_path, monkeypatch):
+    out = tmp_path / "graph_export"
+    export_graph(small_graph(), out)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    write_csv, calls = pl.DataFrame.write_csv, []
+
+    def second_write_fails(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError("No space left on device")
+        return write_csv(self, *args, **kwargs)
+
+    monkeypatch.setattr(pl.DataFrame, "write_csv", second_write_fails)
+    with pytest.raises(OSError, match="No space left"):
+        export_graph(small_graph().filter(pl.col("label") != "ACQUIRED"), out)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # import.sh still names what is there
+    assert [p.name for p in tmp_path.iterdir()] == ["graph_export"]  # no temporary directory left
+
+
 def test_a_dangling_edge_or_duplicate_id_is_refused(tmp_path):
     graph = small_graph()
     bad_edge = graph.filter(pl.col("label") == "LINKED_TO").head(1).with_columns(

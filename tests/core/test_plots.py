@@ -39,3 +39,23 @@ def test_rank_distribution_plot_is_a_png(tmp_path: Path) -> None:
     }
     out = plot_rank_distribution(ranks, tmp_path / "ranks.png")
     assert out.stat().st_size > 5000 and _size(out) == (1200, 800)
+
+
+def test_a_plot_that_fails_to_save_leaves_the_previous_one(tmp_path: Path, monkeypatch) -> None:
+    import pytest
+    from matplotlib.figure import Figure
+
+    ranks = {"A": pl.DataFrame({"fda_id": ["D"] * 2, "pat_id": list("ab"), "rank": [1, 40]})}
+    out = plot_rank_distribution(ranks, tmp_path / "ranks.png")
+    before = out.read_bytes()
+    save = Figure.savefig
+
+    def half_then_fail(self, fname, *args, **kwargs):
+        save(self, fname, *args, **kwargs)
+        Path(fname).write_bytes(Path(fname).read_bytes()[:100])
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(Figure, "savefig", half_then_fail)
+    with pytest.raises(OSError):
+        plot_rank_distribution(ranks, out)
+    assert out.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["ranks.png"]

@@ -1,0 +1,33 @@
+"""Outputs replaced whole: the previous version stays until the new one is complete."""
+
+from __future__ import annotations
+
+import pytest
+
+from meddevkg_core.atomic_files import replaced_directory, replaced_file
+
+
+def test_a_file_is_replaced_only_when_its_writer_finishes(tmp_path):
+    path = tmp_path / "out" / "report.json"
+    with replaced_file(path) as tmp:
+        tmp.write_text("v1")
+    assert path.read_text() == "v1"
+    with pytest.raises(RuntimeError), replaced_file(path) as tmp:
+        tmp.write_text("half of v")
+        raise RuntimeError("the writer died")
+    assert path.read_text() == "v1" and [p.name for p in path.parent.iterdir()] == ["report.json"]
+
+
+def test_a_directory_is_replaced_whole_or_not_at_all(tmp_path):
+    out = tmp_path / "export"
+    with replaced_directory(out) as work:
+        (work / "a.csv").write_text("1")
+        (work / "b.csv").write_text("1")
+    with pytest.raises(RuntimeError), replaced_directory(out) as work:
+        (work / "a.csv").write_text("2")
+        raise RuntimeError("the writer died")
+    assert {p.name: p.read_text() for p in out.iterdir()} == {"a.csv": "1", "b.csv": "1"}
+    with replaced_directory(out) as work:
+        (work / "a.csv").write_text("3")
+    assert {p.name: p.read_text() for p in out.iterdir()} == {"a.csv": "3"}  # b.csv was the old export's
+    assert [p.name for p in tmp_path.iterdir()] == ["export"]
