@@ -69,8 +69,8 @@ class OpenFDAConfig(RetryPolicy, frozen=True):
 
     @classmethod
     def from_env(cls, **overrides: Any) -> OpenFDAConfig:
-        """The defaults plus the key from MEDDEVKG_OPENFDA_API_KEY when it is set and non-empty."""
-        key = os.environ.get(API_KEY_ENV, "").strip()
+        """The defaults plus the key from MEDDEVKG_OPENFDA_API_KEY when it is set (stripped: `_stripped`)."""
+        key = os.environ.get(API_KEY_ENV)
         return cls(**({"api_key": SecretStr(key)} if key else {}), **overrides)
 
     def retry_policy(self) -> RetryPolicy:

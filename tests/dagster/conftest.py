@@ -16,6 +16,7 @@ from meddevkg_dagster.assets import features, linking, outputs, sources
 from meddevkg_dagster.checks import CHECKS
 from meddevkg_dagster.io_manager import MeddevkgDuckDBIOManager
 from meddevkg_dagster.jobs import ONTOLOGY_ASSETS, PATENT_ASSETS
+from meddevkg_dagster.partitions import range_tags
 from meddevkg_dagster.resources import (
     CorpusResource,
     CrossEncoderResource,
@@ -78,10 +79,7 @@ class Harness:
                 return first
             rest = self.materialize(dg.AssetSelection.all() - PATENT_ASSETS, partition_range, partition_key)
             return Runs([first, rest])
-        tags = {}
-        if partition_range:
-            tags = {"dagster/asset_partition_range_start": partition_range[0],
-                    "dagster/asset_partition_range_end": partition_range[1]}
+        tags = range_tags(*partition_range) if partition_range else {}
         return dg.materialize([*ASSETS, *CHECKS], instance=self.instance, resources=self.resources,
                               selection=selection, tags=tags, partition_key=partition_key, raise_on_error=False)
 

@@ -11,6 +11,7 @@ import polars as pl
 import pytest
 
 from meddevkg_dagster.assets import sources
+from meddevkg_dagster.partitions import range_tags
 from meddevkg_dagster.resources import OpenFDAResource, SourcesResource
 from meddevkg_dagster.sensors import BATCH_TAG, new_pma_sensor
 
@@ -94,8 +95,7 @@ def _materialize_openfda_devices(harness, openfda, keys):
     harness.register(keys)
     selection = dg.AssetSelection.assets("pma_documents", "pma_quarantine", "pma_supplements")
     result = dg.materialize([sources.pma_documents], instance=harness.instance, resources=harness.resources,
-                            selection=selection, tags={"dagster/asset_partition_range_start": keys[0],
-                                                       "dagster/asset_partition_range_end": keys[-1]})
+                            selection=selection, tags=range_tags(keys[0], keys[-1]))
     assert result.success
     return harness.table("pma_documents").sort("fda_id"), harness.table("pma_quarantine")
 
