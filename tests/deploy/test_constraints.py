@@ -62,10 +62,13 @@ def test_this_environment_is_the_constrained_one():
 
 def test_every_install_path_uses_the_constraints():
     bootstrap = (REPO / "scripts" / "bootstrap.sh").read_text()
-    assert re.search(r"pip install .*-c constraints\.txt -e \"\.\[", bootstrap)
+    # both through requirements_of.py --constraints (a gpu extra leaves the NVIDIA pins to torch)
+    assert 'docker/requirements_of.py --constraints constraints.txt "$EXTRA" > "$CONSTRAINTS"' in bootstrap
+    assert re.search(r'pip install .*-c "\$CONSTRAINTS" -e "\.\[', bootstrap)
     dockerfile = (REPO / "docker" / "Dockerfile").read_text()
     assert re.search(r"^COPY .*constraints\.txt", dockerfile, re.M)
-    assert 'pip install -c constraints.txt ".[${EXTRA}]"' in dockerfile
+    assert 'requirements_of.py --constraints constraints.txt "${EXTRA}" > /tmp/constraints.txt' in dockerfile
+    assert 'pip install -c /tmp/constraints.txt ".[${EXTRA}]"' in dockerfile
 
 
 def test_bootstrap_refuses_a_disk_without_room_before_installing_anything(tmp_path):

@@ -246,7 +246,7 @@ def test_dockerfile_pins_torch_then_installs_the_extra(dockerfile):
     assert re.search(r"^ARG EXTRA=cpu$", dockerfile, re.M)
     assert set(pyproject["project"]["optional-dependencies"]) >= {"cpu", "gpu"}
     torch_at = dockerfile.index('"torch==2.13.0"')
-    project_at = dockerfile.index('pip install -c constraints.txt ".[${EXTRA}]"')
+    project_at = dockerfile.index('pip install -c /tmp/constraints.txt ".[${EXTRA}]"')
     assert torch_at < project_at, "torch must be installed (pinned) before the project"
     env = _dockerfile_env(dockerfile)
     assert env["HF_HUB_OFFLINE"] == "1"
@@ -279,5 +279,32 @@ def test_the_image_installs_the_dependencies_before_it_copies_the_code(dockerfil
                            capture_output=True, text=True)
     assert wrong.returncode != 0 and "unknown extra(s) ['kube']" in wrong.stderr
     assert "docker/requirements_of.py" in dockerfile.split("COPY meddevkg_core")[0]
-    deps_at = dockerfile.index("pip install -c constraints.txt -r /tmp/requirements.txt")
+    deps_at = dockerfile.index("pip install -c /tmp/constraints.txt -r /tmp/requirements.txt")
     assert dockerfile.index('"torch==2.13.0"') < deps_at < dockerfile.index("COPY meddevkg_core")
+
+
+def test_a_gpu_install_takes_the_nvidia_packages_from_torchs_cuda_build():
+    # constraints.txt is frozen on CPU, where xgboost pulls nvidia-nccl-cu12: held to that pin, pip
+    # would refuse the CUDA torch installed first (it pins its own NCCL) and fetch another build.
+    import subprocess
+    import sys
+
+    def constraints(extras: str) -> list[str]:
+        out = subprocess.run([sys.executable, str(DOCKER / "requirements_of.py"), "--constraints",
+                              str(REPO / "constraints.txt"), extras], check=True, capture_output=True, text=True)
+        return out.stdout.splitlines()
+
+    frozen = (REPO / "constraints.txt").read_text().splitlines()
+    nvidia = [line for line in frozen if line.startswith("nvidia-")]
+    assert nvidia, "the CPU freeze pins xgboost's NCCL: nothing left to check"
+    assert constraints("cpu,k8s") == frozen
+    gpu = constraints("gpu,k8s")
+    assert not [line for line in gpu if line.startswith("nvidia-")]
+    assert len(gpu) == len(frozen) - len(nvidia)  # the install paths use it: test_constraints.py
+
+
+def test_the_gpu_extra_is_the_cpu_extras_faiss_built_for_cuda():
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    (cpu,) = extras["cpu"]
+    (gpu,) = extras["gpu"]
+    assert cpu.startswith("faiss-cpu==") and gpu == cpu.replace("faiss-cpu", "faiss-gpu")
