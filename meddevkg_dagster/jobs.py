@@ -21,8 +21,11 @@ patents_job = dg.define_asset_job(
     description="Read, extract and encode the selected patent years (and the ontology the extraction uses).",
 )
 
+# The ontology is patents_job's alone: the devices are then extracted against the ontology the patents
+# were, and a licensed UMLS release is parsed once per refresh, not again by the re-link.
 meddevkg_job = dg.define_asset_job(
-    name="meddevkg_job", selection=dg.AssetSelection.all() - PATENT_ASSETS, partitions_def=pma_devices,
+    name="meddevkg_job", selection=dg.AssetSelection.all() - PATENT_ASSETS - ONTOLOGY_ASSETS,
+    partitions_def=pma_devices,
     description="Materialise the graph over every device partition in one run, against all patent years "
                 "(run patents_job first).",
 )
