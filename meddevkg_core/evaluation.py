@@ -51,6 +51,13 @@ def evaluate_links(candidates: pl.DataFrame, links: pl.DataFrame, gold: pl.DataF
     )
 
 
+def evaluation_frame(figures: dict[str, object]) -> pl.DataFrame:
+    """The evaluation's figures as one stored row. A figure that can be missing (a recall without
+    gold, a volume never reached, pool reduction of an empty pool) is a float; typed by its first
+    null instead, the stored column would be INTEGER and round every later run's figure."""
+    return pl.DataFrame([figures], schema_overrides={k: pl.Float64 for k, v in figures.items() if v is None})
+
+
 def gold_ranks(scores: pl.DataFrame, gold: pl.DataFrame) -> pl.DataFrame:
     """Rank (1 = best) of each gold patent among its device's scored patents; null if unscored.
 

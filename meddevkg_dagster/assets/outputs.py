@@ -9,7 +9,7 @@ import polars as pl
 from meddevkg_core.baselines import CompanyScorer, CosineScorer, run_scorer
 from meddevkg_core.curves import pairs_for_recall
 from meddevkg_core.embeddings import embedding_matrix
-from meddevkg_core.evaluation import evaluate_links
+from meddevkg_core.evaluation import evaluate_links, evaluation_frame
 from meddevkg_core.graph import build_graph, dangling_edges
 from meddevkg_core.plots import plot_rank_distribution, plot_recall_volume
 from meddevkg_core.ranking import pipeline_runs
@@ -88,4 +88,4 @@ def link_evaluation(context: dg.AssetExecutionContext, corpus: CorpusResource, s
         meta.update({"recall_volume_plot": _image(curve_png), "rank_distribution_plot": _image(ranks_png),
                      "plots_dir": dg.MetadataValue.path(str(plots))})
         context.log.info(f"pipeline ranking on gold devices: {ranking}")
-    return dg.Output(pl.DataFrame([row]), metadata=meta)
+    return dg.Output(evaluation_frame(row), metadata=meta)

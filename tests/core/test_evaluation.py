@@ -1,7 +1,7 @@
 import polars as pl
 import pytest
 
-from meddevkg_core.evaluation import evaluate_links, gold_ranks, ranking_metrics
+from meddevkg_core.evaluation import evaluate_links, evaluation_frame, gold_ranks, ranking_metrics
 
 
 def test_ranks_break_ties_by_patent_id_and_never_flatter():
@@ -47,3 +47,14 @@ def test_no_gold_gives_no_recall_rather_than_a_fake_number():
     links = pool.with_columns(pl.lit(True).alias("decision"), pl.lit(False).alias("out_of_fold"))
     ev = evaluate_links(pool, links, pl.DataFrame(schema={"fda_id": pl.String, "pat_id": pl.String}), 1, 1)
     assert ev.pool_recall is None and ev.link_recall is None
+
+
+def test_a_missing_figure_is_a_typed_float_in_the_stored_row():
+    # a first run without gold (or never reaching R99) typed these columns Null, and the store made them INTEGER
+    pool = pl.DataFrame({"fda_id": ["A"], "pat_id": ["1"]})
+    links = pool.with_columns(pl.lit(True).alias("decision"), pl.lit(False).alias("out_of_fold"))
+    ev = evaluate_links(pool, links, pl.DataFrame(schema={"fda_id": pl.String, "pat_id": pl.String}), 1, 1)
+    frame = evaluation_frame({**ev.model_dump(), "share@R99": None, "R@10": 0.5})
+    assert frame.height == 1 and pl.Null not in frame.dtypes
+    assert frame.schema["pool_recall"] == frame.schema["share@R99"] == frame.schema["R@10"] == pl.Float64
+    assert frame.schema["n_links"] == pl.Int64 and frame["share@R99"][0] is None
