@@ -45,8 +45,8 @@ def _prepare_instance_home() -> Path:
 def ensure_store_schema(db: Path) -> None:
     """Rebuild a DuckDB store written under other table schemas (older code) before a full run.
 
-    The IO manager replaces partitions with DELETE + INSERT, which fails on a table whose columns
-    changed; a full-graph run rewrites every table, so dropping them first loses nothing.
+    The IO manager replaces partitions with DELETE + INSERT, and refuses a partitioned table whose
+    columns changed; a full-graph run rewrites every table, so dropping them first loses nothing.
     """
     import duckdb
 

@@ -9,12 +9,17 @@ per event, about 8 GB per backfill). For an output spanning several partitions t
 is left out and the query names the first and last keys and how many lie between; an output of
 one partition (a schedule's new device, a one-device backfill) keeps both as Dagster writes them.
 
-Writes differ from Dagster's in four ways. An output's delete of its partitions and its insert are
+Writes differ from Dagster's in five ways. An output's delete of its partitions and its insert are
 one transaction: a failed write leaves the previous rows, never a table with the partitions deleted
 and nothing in their place. Rows are inserted by column name, so a frame whose columns are in
-another order than the stored table's fails instead of shifting values into the wrong columns. An
-empty output still creates its (empty, typed) table, so readers downstream find it. A frame goes to
-DuckDB in record batches, which it inserts on every core (`in_batches`).
+another order than the stored table's fails instead of shifting values into the wrong columns. The
+stored table's columns must be the frame's (`schema_change`): DuckDB would otherwise cast a retyped
+column to the stored type (0.46 stored as 0) and fill a dropped one with nulls. A table without
+partitions is rewritten whole anyway, so it takes the frame's columns; a partitioned one refuses, as
+its other partitions hold rows of the old shape. An empty output still creates its (empty, typed)
+table, so readers downstream find it; a column of nulls only (Polars type Null) never creates one,
+as DuckDB would make it INTEGER for good. A frame goes to DuckDB in record batches, which it inserts
+on every core (`in_batches`).
 
 Reads return Dagster's rows in the table's order (`select_statement`).
 """
@@ -49,8 +54,22 @@ class PartitionRangePolarsTypeHandler(DuckDBPolarsTypeHandler):
     def handle_output(self, context: OutputContext, table_slice: TableSlice, obj: pl.DataFrame, connection):
         table = f"{table_slice.schema}.{table_slice.table}"
         obj_arrow = in_batches(obj)  # noqa: F841  (DuckDB reads the frame by this name)
-        if obj.height or (obj.width and pl.Null not in obj.dtypes):  # a Null column has no type to create
-            connection.execute(f"create table if not exists {table} as select * from obj_arrow limit 0")
+        untyped = [name for name, dtype in obj.schema.items() if dtype == pl.Null]
+        stored = _stored_columns(connection, table_slice)
+        if stored is None:
+            if untyped and obj.height:
+                raise StoredSchemaError(f"{table}: column(s) {untyped} hold only nulls, so they have no type to "
+                                        "create the table with; give them a dtype in the asset")
+            if obj.width and not untyped:
+                connection.execute(f"create table {table} as select * from obj_arrow limit 0")
+        elif change := schema_change(stored, _described(connection.execute("describe select * from obj_arrow")),
+                                     untyped):
+            if table_slice.partition_dimensions:
+                raise StoredSchemaError(
+                    f"{table}: the stored table's columns differ from this output's ({change}), so its other "
+                    "partitions were written by other code. Drop the table and materialise all of its "
+                    "partitions again (a full run rebuilds every table: meddevkg demo does)")
+            connection.execute(f"create or replace table {table} as select * from obj_arrow limit 0")
         if obj.height:
             connection.execute(f"insert into {table} by name select * from obj_arrow")
         metadata = {"row_count": obj.height}
@@ -66,6 +85,36 @@ class PartitionRangePolarsTypeHandler(DuckDBPolarsTypeHandler):
         if table_slice.partition_dimensions and len(context.asset_partition_keys) == 0:
             return pl.DataFrame()
         return connection.execute(*select_statement(table_slice)).pl()
+
+
+class StoredSchemaError(Exception):
+    """An output that the stored table cannot hold without changing its values."""
+
+
+def _stored_columns(connection, table_slice: TableSlice) -> dict[str, str] | None:
+    """The stored table's column types by name; None when the table does not exist."""
+    rows = connection.execute("select column_name, data_type from information_schema.columns where table_schema = ? "
+                              "and table_name = ? order by ordinal_position",
+                              [table_slice.schema, table_slice.table]).fetchall()
+    return dict(rows) if rows else None
+
+
+def _described(relation) -> dict[str, str]:
+    return {row[0]: row[1] for row in relation.fetchall()}
+
+
+def schema_change(stored: dict[str, str], incoming: dict[str, str], untyped: Sequence[str] = ()) -> str:
+    """What differs between the stored columns and an output's (DuckDB types), '' if nothing does;
+    a column of nulls only (`untyped`) fits any stored type."""
+    parts = []
+    if added := [c for c in incoming if c not in stored]:
+        parts.append(f"new: {', '.join(added)}")
+    if dropped := [c for c in stored if c not in incoming]:
+        parts.append(f"gone: {', '.join(dropped)}")
+    if retyped := [f"{c} {stored[c]} -> {t}" for c, t in incoming.items()
+                   if c in stored and c not in untyped and t != stored[c]]:
+        parts.append(f"retyped: {', '.join(retyped)}")
+    return "; ".join(parts)
 
 
 INSERT_BATCH_ROWS = 122_880

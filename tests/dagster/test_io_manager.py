@@ -126,6 +126,8 @@ def shaped(context: dg.AssetExecutionContext) -> pl.DataFrame:
         return frame.select("label", "n", "fda_id").with_columns(pl.col("label") + "-again")
     if shape == "unknown_column":
         return frame.rename({"label": "labels"})
+    if shape == "retyped_and_dropped":  # DuckDB would store n = 0.46 as 0 and label as null
+        return frame.select("fda_id", pl.lit(0.46).alias("n"))
     return frame.clear() if shape == "empty" else frame
 
 
@@ -158,6 +160,50 @@ def test_a_failed_write_keeps_the_partitions_previous_rows(tmp_path):
     [failure] = [e for e in failed.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
     assert "labels" in str(failure.step_failure_data.error)  # the column the stored table lacks
     assert _stored(tmp_path).equals(before)  # its delete was rolled back with the insert
+
+
+def test_a_partition_written_by_other_code_is_refused_not_cast(tmp_path):
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("devices", KEYS)
+    assert _shaped(tmp_path, instance, "stored").success
+    before = _stored(tmp_path)
+    failed = _shaped(tmp_path, instance, "retyped_and_dropped", keys=KEYS[3:9])
+    assert not failed.success
+    [failure] = [e for e in failed.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    assert "s.shaped: the stored table's columns differ from this output's (gone: label; retyped: n BIGINT -> " \
+           "DOUBLE)" in str(failure.step_failure_data.error)
+    assert _stored(tmp_path).equals(before)
+
+
+@dg.asset
+def summary(context: dg.AssetExecutionContext) -> pl.DataFrame:
+    """Unpartitioned: its run's `figures` tag is the row, as JSON (a null figure has no type)."""
+    import json
+
+    return pl.DataFrame([json.loads(context.run.tags["figures"])])
+
+
+def _summary(tmp_path, figures: str):
+    io = MeddevkgDuckDBIOManager(database=str(tmp_path / "t.duckdb"), schema="s")
+    result = dg.materialize([summary], resources={"io_manager": io}, raise_on_error=False, tags={"figures": figures})
+    with duckdb.connect(str(tmp_path / "t.duckdb"), read_only=True) as con:
+        stored = con.execute("select column_name, data_type from information_schema.columns where table_name = "
+                             "'summary' order by ordinal_position").fetchall()
+        rows = con.execute("select * from s.summary").fetchall() if stored else []
+    return result, stored, rows
+
+
+def test_a_table_without_partitions_takes_the_outputs_columns_and_nulls_never_type_one(tmp_path):
+    result, stored, rows = _summary(tmp_path, '{"n": 3, "recall": null}')
+    assert not result.success and stored == []  # DuckDB would have made `recall` INTEGER, and 0.46 then 0
+    [failure] = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    assert "s.summary: column(s) ['recall'] hold only nulls" in str(failure.step_failure_data.error)
+    result, stored, rows = _summary(tmp_path, '{"n": 3, "recall": 0.46}')
+    assert result.success and stored == [("n", "BIGINT"), ("recall", "DOUBLE")] and rows == [(3, 0.46)]
+    result, stored, rows = _summary(tmp_path, '{"n": 4, "recall": null}')  # a stored column types the nulls
+    assert result.success and stored == [("n", "BIGINT"), ("recall", "DOUBLE")] and rows == [(4, None)]
+    result, stored, rows = _summary(tmp_path, '{"n": 0.5, "pairs": 7}')  # rewritten whole: its columns now
+    assert result.success and stored == [("n", "DOUBLE"), ("pairs", "BIGINT")] and rows == [(0.5, 7)]
 
 
 def test_rows_are_inserted_by_column_name(tmp_path):
