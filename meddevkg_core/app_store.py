@@ -18,11 +18,13 @@ from meddevkg_core.applications import PATENT_NUMBER_RE, number_ranges
 
 DEVICE_COLS = ("fda_id", "applicant", "trade_name", "generic_name", "product_code", "decision_date")
 PATENT_COLS = ("pat_id", "title", "assignee", "grant_date", "filing_date")
+LINK_COLS = ("fda_id", "pat_id", "rank", "probability", "decision", "evidence")
+"""`rank` is the device's final order (schemas.LINKS): the applications list a device's patents by it."""
 
 
 @dataclass(frozen=True)
 class AppTables:
-    links: pl.DataFrame  # fda_id, pat_id, probability, decision, evidence
+    links: pl.DataFrame  # LINK_COLS
     devices: pl.DataFrame | None
     patents: pl.DataFrame  # at least pat_id: grant years are then estimated from the numbers
     company_paths: pl.DataFrame  # fda_id, pat_id, company_path
@@ -48,7 +50,7 @@ def from_duckdb(db: str | Path, schema: str = "meddevkg") -> AppTables:
         def table(name: str, cols: tuple[str, ...]) -> pl.DataFrame | None:
             return _pick(con.sql(f'select * from {schema}."{name}"').pl(), cols) if name in have else None
 
-        links = table("reranked_links", ("fda_id", "pat_id", "probability", "decision", "evidence"))
+        links = table("reranked_links", LINK_COLS)
         devices = table("pma_documents", DEVICE_COLS)
         patents = table("patents", PATENT_COLS)
         paths = table("candidate_pool", ("fda_id", "pat_id", "company_path"))
@@ -81,7 +83,7 @@ def from_output_dir(out_dir: str | Path, corpus_dir: str | Path | None = None) -
     out = Path(out_dir)
     if not (out / "links.parquet").is_file():
         raise FileNotFoundError(f"{out}: no links.parquet (a `meddevkg run` or `meddevkg benchmark` output)")
-    links = _pick(pl.read_parquet(out / "links.parquet"), ("fda_id", "pat_id", "probability", "decision", "evidence"))
+    links = _pick(pl.read_parquet(out / "links.parquet"), LINK_COLS)
     paths = _no_paths()
     for name in ("candidates.parquet", "company_matches.parquet"):
         if (out / name).is_file() and "company_path" in pl.read_parquet_schema(out / name):
@@ -120,7 +122,7 @@ _DATE_RE = r"\((\d{4}-\d{2}-\d{2})\)"
 
 VIEWS: dict[str, str] = {
     "app_device_patents": """
-        select l.fda_id, d.trade_name, d.applicant, l.pat_id, p.title, p.assignee, l.probability, l.verdict,
+        select l.fda_id, d.trade_name, d.applicant, l.pat_id, l.rank, p.title, p.assignee, l.probability, l.verdict,
                l.evidence, p.filing_date, p.grant_date
         from {s}.reranked_links l
         left join {s}.pma_documents d using (fda_id)
@@ -136,7 +138,7 @@ VIEWS: dict[str, str] = {
               group by a.fda_id, b.fda_id)""",
     "app_acquired_patents": """
         with paths as (
-            select l.fda_id, l.pat_id, l.probability, c.company_path, l.evidence,
+            select l.fda_id, l.pat_id, l.rank, l.probability, c.company_path, l.evidence,
                    trim(regexp_extract(c.company_path, '^(.+?)\\s(<-|->)\\s', 1)) as device_company,
                    trim(regexp_extract(c.company_path, '(<-|->)\\s([^()]+?)\\s\\(\\d{{4}}-\\d{{2}}-\\d{{2}}\\)$', 2))
                        as patent_company,
@@ -145,7 +147,7 @@ VIEWS: dict[str, str] = {
             from {s}.reranked_links l
             join {s}.candidate_pool c using (fda_id, pat_id)
             where l.decision and c.company_path is not null)
-        select fda_id, pat_id, probability,
+        select fda_id, pat_id, rank, probability,
                case when first_arrow = '->' then 'acquirer'
                     when company_path like '% -> %' then 'former_owner' else 'acquired' end as relation,
                device_company, patent_company, list_max(deal_dates) as latest_close_date, company_path, deal_dates,

@@ -503,6 +503,8 @@ def _app_tables(args: argparse.Namespace):
     if args.min_probability > 0:
         tables = replace(tables, links=tables.links.filter(pl.col("probability") >= args.min_probability))
     print(f"source: {tables.source}")
+    if "rank" not in tables.links.columns:
+        print("note: these links have no rank (written before links had one): patents are listed by probability")
     return tables
 
 
@@ -510,7 +512,7 @@ def _show(title: str, df: pl.DataFrame, limit: int) -> None:
     print(f"\n{title} ({df.height} rows{', first ' + str(limit) if df.height > limit else ''})")
     if df.height:  # a corpus without titles or dates would print columns of nulls
         df = df.select([c for c in df.columns if df[c].null_count() < df.height])
-    with pl.Config(tbl_rows=limit, fmt_str_lengths=60, tbl_width_chars=200, fmt_table_cell_list_len=6):
+    with pl.Config(tbl_rows=limit, tbl_cols=-1, fmt_str_lengths=60, tbl_width_chars=200, fmt_table_cell_list_len=6):
         print(df.head(limit))
 
 

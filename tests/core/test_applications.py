@@ -8,7 +8,7 @@ import duckdb
 import polars as pl
 import pytest
 
-from meddevkg_core.app_store import create_application_views, from_output_dir
+from meddevkg_core.app_store import create_application_views, from_duckdb, from_output_dir
 from meddevkg_core.applications import (
     acquired_patents,
     grant_year_from_number,
@@ -117,8 +117,13 @@ def test_grant_year_comes_from_the_patent_number_when_there_is_no_date():
 
 
 def _views_over(con: duckdb.DuckDBPyConnection, links: pl.DataFrame, patents: pl.DataFrame) -> dict[str, int]:
-    """A store holding these links and patents (and the module's devices and paths), with the app_* views."""
+    """A store holding these links and patents (and the module's devices and paths), with the app_* views.
+
+    A store's links always carry a rank (schemas.LINKS): where these have none, the probability order."""
     con.execute("create schema meddevkg")
+    if "rank" not in links.columns:
+        links = links.with_columns(
+            pl.col("probability").rank("ordinal", descending=True).over("fda_id").cast(pl.Int32).alias("rank"))
     for name, df in {"reranked_links": links.with_columns(pl.lit("probability").alias("verdict")),
                      "pma_documents": DEVICES, "patents": patents, "candidate_pool": PATHS}.items():
         con.register("df", df)
@@ -173,3 +178,23 @@ def test_output_directory_and_duckdb_views_answer_like_the_functions(tmp_path):
         traj = con.sql("select year, n_filed, n_granted from meddevkg.app_trajectory where fda_id = 'P100001' "
                        "order by year").fetchall()
         assert traj == [(2005, 1, 0), (2007, 2, 0), (2008, 0, 1), (2010, 0, 2)]
+
+
+def test_the_store_the_output_directory_and_the_views_list_a_devices_patents_by_rank(tmp_path):
+    ranked = LINKS.with_columns(pl.Series("rank", [3, 1, 2, 1, 2, 2, 1, 1, 4], pl.Int32))  # not the probability order
+    run = tmp_path / "run"
+    run.mkdir()
+    ranked.write_parquet(run / "links.parquet")
+    PATHS.write_parquet(run / "candidates.parquet")
+    with duckdb.connect(str(tmp_path / "w.duckdb")) as con:
+        _views_over(con, ranked, PATENTS)
+        view = con.sql("select pat_id, rank from meddevkg.app_device_patents where fda_id = 'P100001' "
+                       "order by rank").fetchall()
+        acquired_view = con.sql("select pat_id, rank from meddevkg.app_acquired_patents order by rank").fetchall()
+    assert view == [("B", 1), ("C", 2), ("A", 3)]
+    assert acquired_view == [("C", 2), ("A", 3)]
+    for tables in (from_output_dir(run), from_duckdb(tmp_path / "w.duckdb")):
+        cause = recall_root_cause(tables.links, fda_id="P100001", devices=tables.devices, patents=tables.patents)
+        assert cause.patents.select("pat_id", "rank").rows() == view
+        assert acquired_patents(tables.links, tables.company_paths, "P100001").select("pat_id", "rank").rows() == \
+            acquired_view
