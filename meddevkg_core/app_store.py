@@ -14,7 +14,13 @@ from pathlib import Path
 
 import polars as pl
 
-from meddevkg_core.applications import PATENT_NUMBER_RE, number_ranges
+from meddevkg_core.applications import (
+    ARROW_RE,
+    DEAL_STEP_RE,
+    PARTNER_PATH_RE,
+    PATENT_NUMBER_RE,
+    number_ranges,
+)
 
 DEVICE_COLS = ("fda_id", "applicant", "trade_name", "generic_name", "product_code", "decision_date")
 PATENT_COLS = ("pat_id", "title", "assignee", "grant_date", "filing_date")
@@ -118,8 +124,6 @@ def with_fda_decision_dates(devices: pl.DataFrame | None, fda_pma: str | Path) -
 
 # --------------------------------------------------------------------------- DuckDB views
 
-_DATE_RE = r"\((\d{4}-\d{2}-\d{2})\)"
-
 VIEWS: dict[str, str] = {
     "app_device_patents": """
         select l.fda_id, d.trade_name, d.applicant, l.pat_id, l.rank, p.title, p.assignee, l.probability, l.verdict,
@@ -139,20 +143,29 @@ VIEWS: dict[str, str] = {
     "app_acquired_patents": """
         with paths as (
             select l.fda_id, l.pat_id, l.rank, l.probability, c.company_path, l.evidence,
-                   trim(regexp_extract(c.company_path, '^(.+?)\\s(<-|->)\\s', 1)) as device_company,
-                   trim(regexp_extract(c.company_path, '(<-|->)\\s([^()]+?)\\s\\(\\d{{4}}-\\d{{2}}-\\d{{2}}\\)$', 2))
-                       as patent_company,
-                   regexp_extract(c.company_path, '\\s(<-|->)\\s', 1) as first_arrow,
-                   list_transform(regexp_extract_all(c.company_path, '{date}', 1), x -> cast(x as date)) as deal_dates
+                   regexp_full_match(trim(c.company_path), '{partner}') as is_partner,
+                   regexp_extract(trim(c.company_path), '^{partner}$', ['device', 'partner', 'start']) as pact,
+                   regexp_extract_all(c.company_path, '{step}', 1) as arrows,
+                   regexp_extract_all(c.company_path, '{step}', 2) as companies,
+                   regexp_extract_all(c.company_path, '{step}', 3) as closes,
+                   trim(regexp_split_to_array(c.company_path, '{arrow}')[1]) as first_company
             from {s}.reranked_links l
             join {s}.candidate_pool c using (fda_id, pat_id)
-            where l.decision and c.company_path is not null)
-        select fda_id, pat_id, rank, probability,
-               case when first_arrow = '->' then 'acquirer'
-                    when company_path like '% -> %' then 'former_owner' else 'acquired' end as relation,
-               device_company, patent_company, list_max(deal_dates) as latest_close_date, company_path, deal_dates,
-               evidence
-        from paths
+            where l.decision and c.company_path is not null),
+        parsed as (
+            select *,
+                   case when is_partner then pact.device else first_company end as device_company,
+                   case when is_partner then pact.partner when len(arrows) = 0 then first_company
+                        else trim(companies[-1]) end as patent_company,
+                   case when is_partner then 'partner' when len(arrows) = 0 then 'same'
+                        when arrows[1] = '->' then 'acquirer'
+                        when list_contains(arrows, '->') then 'former_owner' else 'acquired' end as relation,
+                   list_transform(case when is_partner then [pact.start] else closes end, x -> cast(x as date))
+                       as deal_dates
+            from paths)
+        select fda_id, pat_id, rank, probability, relation, device_company, patent_company,
+               list_max(deal_dates) as latest_close_date, company_path, deal_dates, evidence
+        from parsed
         where len(deal_dates) > 0 and device_company <> patent_company""",
     "app_trajectory": """
         with kept as (select fda_id, pat_id from {s}.reranked_links where decision),
@@ -174,15 +187,17 @@ VIEWS: dict[str, str] = {
         from years group by fda_id, year""",
 }
 """The applications as views over the asset tables (acquisition paths come from the candidates'
-company_path, which is how the company match was made, dates included). Where a patent has no
-grant date, app_trajectory takes its grant year from its number, as the `trajectory` command does
-(`applications.grant_years`; the benchmark's patents have no dates), and counts those years in
-n_granted_from_number."""
+company_path, which is how the company match was made, dates included; app_acquired_patents reads
+them with parse_company_path's regexes, alliances included, so it lists what `ma-discovery` does).
+Where a patent has no grant date, app_trajectory takes its grant year from its number, as the
+`trajectory` command does (`applications.grant_years`; the benchmark's patents have no dates), and
+counts those years in n_granted_from_number."""
 
 
 def _view_sql(sql: str, schema: str) -> str:
     number_years = ", ".join(f"({y}, {first}, {end})" for y, first, end in number_ranges())
-    return sql.format(s=schema, date=_DATE_RE, number=PATENT_NUMBER_RE, number_years=number_years)
+    return sql.format(s=schema, number=PATENT_NUMBER_RE, number_years=number_years, partner=PARTNER_PATH_RE,
+                      step=DEAL_STEP_RE, arrow=ARROW_RE)
 
 
 def create_application_views(con, schema: str = "meddevkg") -> dict[str, int]:

@@ -102,6 +102,15 @@ def recall_root_cause(links: pl.DataFrame, *, fda_id: str | None = None, recall:
 # --------------------------------------------------------------------------- M&A IP discovery
 
 
+PARTNER_PATH_RE = rf"(.+?)\s~\s(.+?)\s\(alliance\s({_DATE})(?:\sto\s{_DATE})?\)"
+"""A whole `A ~ B (alliance d[ to e])` path: device company, partner, start date."""
+DEAL_STEP_RE = rf"\s(<-|->)\s(.+?)\s\(({_DATE})\)"
+"""One deal of an ownership path, ` <- B (d)` or ` -> B (d)`: arrow, company, close date."""
+ARROW_RE = r"\s(?:<-|->)\s"
+"""The regexes of `parse_company_path`, shared with app_store's app_acquired_patents view (Python's
+re and DuckDB's RE2 read them alike) so that the view and `acquired_patents` agree."""
+
+
 def parse_company_path(path: str | None) -> dict[str, Any]:
     """`MEDTRONIC <- COVIDIEN (2015-01-26)` -> device company, patent company, relation, deal dates.
 
@@ -112,10 +121,10 @@ def parse_company_path(path: str | None) -> dict[str, Any]:
     """
     if not path:
         return {"device_company": None, "patent_company": None, "relation": None, "deal_dates": []}
-    if pact := re.fullmatch(rf"(.+?)\s~\s(.+?)\s\(alliance\s({_DATE})(?:\sto\s{_DATE})?\)", path.strip()):
+    if pact := re.fullmatch(PARTNER_PATH_RE, path.strip()):
         return {"device_company": pact[1], "patent_company": pact[2], "relation": "partner", "deal_dates": [pact[3]]}
-    steps = re.findall(rf"\s(<-|->)\s(.+?)\s\(({_DATE})\)", path)
-    first = re.split(r"\s(?:<-|->)\s", path, maxsplit=1)[0].strip()
+    steps = re.findall(DEAL_STEP_RE, path)
+    first = re.split(ARROW_RE, path, maxsplit=1)[0].strip()
     if not steps:
         return {"device_company": first, "patent_company": first, "relation": "same", "deal_dates": []}
     arrows = [s[0] for s in steps]

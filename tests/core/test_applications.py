@@ -116,7 +116,8 @@ def test_grant_year_comes_from_the_patent_number_when_there_is_no_date():
     assert set(traj.patents["grant_year_source"]) == {"patent_number"} and traj.notes
 
 
-def _views_over(con: duckdb.DuckDBPyConnection, links: pl.DataFrame, patents: pl.DataFrame) -> dict[str, int]:
+def _views_over(con: duckdb.DuckDBPyConnection, links: pl.DataFrame, patents: pl.DataFrame,
+                paths: pl.DataFrame = PATHS) -> dict[str, int]:
     """A store holding these links and patents (and the module's devices and paths), with the app_* views.
 
     A store's links always carry a rank (schemas.LINKS): where these have none, the probability order."""
@@ -125,7 +126,7 @@ def _views_over(con: duckdb.DuckDBPyConnection, links: pl.DataFrame, patents: pl
         links = links.with_columns(
             pl.col("probability").rank("ordinal", descending=True).over("fda_id").cast(pl.Int32).alias("rank"))
     for name, df in {"reranked_links": links.with_columns(pl.lit("probability").alias("verdict")),
-                     "pma_documents": DEVICES, "patents": patents, "candidate_pool": PATHS}.items():
+                     "pma_documents": DEVICES, "patents": patents, "candidate_pool": paths}.items():
         con.register("df", df)
         con.execute(f"create table meddevkg.{name} as select * from df")
         con.unregister("df")
@@ -198,3 +199,24 @@ def test_the_store_the_output_directory_and_the_views_list_a_devices_patents_by_
         assert cause.patents.select("pat_id", "rank").rows() == view
         assert acquired_patents(tables.links, tables.company_paths, "P100001").select("pat_id", "rank").rows() == \
             acquired_view
+
+
+def test_acquired_patents_view_reads_every_company_path_as_ma_discovery_does(tmp_path):
+    paths = pl.DataFrame({
+        "fda_id": ["P100001", "P100001", "P100001", "P100002", "P100002", "P100003", "P100003", "P100004"],
+        "pat_id": ["A", "B", "C", "A", "B", "C", "D", "D"],
+        "company_path": ["MEDTRONIC <- COVIDIEN (2015-01-26) <- EV3 (2010-07-12)", "MEDTRONIC",
+                         "MEDTRONIC -> OLDCO (2001-01-01)", "JOHNSON AND JOHNSON ~ STEREOTAXIS (alliance 2002-05-07)",
+                         "A B ~ C (alliance 2005-01-01 to 2015-01-01)",
+                         "ENDOLOGIX <- TRIVASCULAR (2016-02-03) -> BOSTON SCIENTIFIC (2005-04-18)", None,
+                         "STRYKER <- PHYSIO CONTROL (2016-12-31) -> MEDTRONIC (1998-09-30)"]})
+    command = acquired_patents(LINKS, paths).sort("fda_id", "pat_id")
+    with duckdb.connect() as con:
+        _views_over(con, LINKS, PATENTS, paths)
+        view = con.sql(f"select {', '.join(command.columns)} from meddevkg.app_acquired_patents "
+                       "order by fda_id, pat_id").pl()
+    assert command["relation"].to_list() == ["acquired", "acquirer", "partner", "partner", "former_owner",
+                                             "former_owner"]
+    assert command.filter(pl.col("relation") == "partner").select("patent_company", "latest_close_date").rows() == [
+        ("STEREOTAXIS", date(2002, 5, 7)), ("C", date(2005, 1, 1))]
+    assert view.rows() == command.rows()
