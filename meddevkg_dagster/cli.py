@@ -538,8 +538,16 @@ def _recall_rootcause(args: argparse.Namespace) -> int:
     for cause in causes:
         if cause.recall:
             print("\nrecall " + "; ".join(f"{k}={v}" for k, v in cause.recall.items() if v not in (None, "", [])))
+            if cause.recall["pma_numbers_from"] == "product_code":
+                print(f"note: the recall names no PMA or 510(k) number; these PMA numbers come from its product "
+                      f"code {cause.recall['product_code']} (openFDA's openfda block: every PMA of the code), not "
+                      "from the recall")
         if cause.unknown:
             print(f"not in this link set: {', '.join(cause.unknown)}")
+        if cause.recall and not cause.recall["pma_numbers"]:
+            print("the recall names no PMA number" + (" (a 510(k) recall: k_numbers)" if cause.recall["k_numbers"]
+                                                      else "") + ": nothing to trace")
+            continue
         if not cause.fda_ids:
             print("no device of this link set is named: nothing to trace")
             continue

@@ -3,7 +3,8 @@
 A recall names the recalled product's premarket submissions in `pma_numbers` (a list, e.g.
 `["P130021"]`, sometimes with a supplement: `P130021/S034`) and `k_numbers`; its `openfda` block
 is joined by product code (DATA_SOURCES.md §1.1), so `openfda.pma_number` lists every PMA of the
-code and is only a fallback when `pma_numbers` is empty. The recall number is `product_res_number`
+code: it is only a fallback when the record names neither PMA nor 510(k) numbers (a 510(k) recall
+concerns no PMA device), and `recall_pma_source` says when it was used. The recall number is `product_res_number`
 (`Z-0313-2007`). Retries, 429 / Retry-After, truncated bodies, the rate limit and 401/403 naming
 MEDDEVKG_OPENFDA_API_KEY are JsonClient's; the key travels as the `api_key` query parameter, as
 for device/pma; 404 NOT_FOUND is openFDA's "no matches" and yields no records.
@@ -45,20 +46,31 @@ def _as_list(value: object) -> list[object]:
     return list(value) if isinstance(value, list | tuple) else [value]
 
 
-def recall_pma_numbers(record: dict[str, Any]) -> list[str]:
-    """The PMA numbers a recall record names, in order, without repeats (see the module note)."""
+def recall_pma_source(record: dict[str, Any]) -> tuple[list[str], str | None]:
+    """The PMA numbers of a recall record, in order, without repeats, and where they come from:
+    "recall" (its `pma_numbers`), "product_code" (the openfda block: every PMA of the product code,
+    when the record names no PMA and no 510(k) number), or None when there are none."""
     numbers = [n for v in _as_list(record.get("pma_numbers")) if (n := pma_number_of(v))]
-    if not numbers:
-        openfda = record.get("openfda") if isinstance(record.get("openfda"), dict) else {}
-        numbers = [n for v in _as_list(openfda.get("pma_number")) if (n := pma_number_of(v))]
-    return list(dict.fromkeys(numbers))
+    if numbers:
+        return list(dict.fromkeys(numbers)), "recall"
+    if any(isinstance(k, str) and k.strip() for k in _as_list(record.get("k_numbers"))):
+        return [], None
+    openfda = record.get("openfda") if isinstance(record.get("openfda"), dict) else {}
+    numbers = [n for v in _as_list(openfda.get("pma_number")) if (n := pma_number_of(v))]
+    return list(dict.fromkeys(numbers)), "product_code" if numbers else None
+
+
+def recall_pma_numbers(record: dict[str, Any]) -> list[str]:
+    """The PMA numbers a recall record names (`recall_pma_source` without the source)."""
+    return recall_pma_source(record)[0]
 
 
 def recall_summary(record: dict[str, Any]) -> dict[str, Any]:
-    """The fields an analyst reads first, flat, with the PMA numbers parsed."""
+    """The fields an analyst reads first, flat, with the PMA numbers parsed and where they come from."""
     keys = ("product_res_number", "event_date_initiated", "recall_status", "recalling_firm", "product_code",
-            "root_cause_description", "reason_for_recall", "product_description")
-    return {**{k: record.get(k) for k in keys}, "pma_numbers": recall_pma_numbers(record)}
+            "root_cause_description", "reason_for_recall", "product_description", "k_numbers")
+    numbers, source = recall_pma_source(record)
+    return {**{k: record.get(k) for k in keys}, "pma_numbers": numbers, "pma_numbers_from": source}
 
 
 def pma_search(number: str) -> str:

@@ -94,6 +94,24 @@ def test_recall_number_is_fetched_from_openfda_and_traced(demo, fake_source, mon
     assert fake_source.requests[0][2]["search"] == ['product_res_number:"Z-1234-2024"']
 
 
+def test_pma_numbers_of_the_product_code_are_named_so_and_a_510k_recall_traces_nothing(demo, fake_source,
+                                                                                      monkeypatch, capsys):
+    harness, _, _ = demo
+    record = {"cfres_id": "1", "product_res_number": "Z-1234-2024", "product_code": "NGV", "pma_numbers": [],
+              "k_numbers": [], "openfda": {"pma_number": [ACQUIRING, "P777777"]}}
+    fake_source.route("/device/recall.json",
+                      lambda *_: (200, {"meta": {"results": {"total": 1}}, "results": [record]}))
+    monkeypatch.setenv("MEDDEVKG_OPENFDA_URL", fake_source.url)
+    assert main(["recall-rootcause", "--recall-number", "Z-1234-2024", "--db", str(harness.db)]) == 0
+    out = capsys.readouterr().out
+    assert "pma_numbers_from=product_code" in out and "come from its product code NGV" in out
+    record["k_numbers"] = ["K123456"]
+    assert main(["recall-rootcause", "--recall-number", "Z-1234-2024", "--db", str(harness.db)]) == 1
+    out = capsys.readouterr().out
+    assert "k_numbers=['K123456']" in out and "names no PMA number (a 510(k) recall" in out
+    assert "patents linked to" not in out
+
+
 def test_an_openfda_failure_ends_the_command_with_one_message_naming_the_source(demo, fake_source, monkeypatch):
     harness, _, _ = demo
     fake_source.inject("/device/recall.json", 403)

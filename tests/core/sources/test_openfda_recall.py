@@ -18,6 +18,7 @@ from meddevkg_core.sources.openfda_recall import (
     recall_config_from_env,
     recall_number_search,
     recall_pma_numbers,
+    recall_pma_source,
     recall_summary,
 )
 
@@ -104,6 +105,10 @@ def test_a_recall_number_is_found_and_its_pma_numbers_parsed(fake_source):
 
 def test_pma_numbers_fall_back_to_the_openfda_block_only_when_the_record_names_none():
     assert recall_pma_numbers(_recall(1, [])) == ["P909001", "P909002"]
+    assert recall_pma_source(_recall(1, [])) == (["P909001", "P909002"], "product_code")
+    assert recall_summary(_recall(1, ["P909004/S002"]))["pma_numbers_from"] == "recall"
+    k510 = recall_summary(_recall(1, [], k_numbers=["K123456"]))  # a 510(k) recall concerns no PMA of its code
+    assert (k510["pma_numbers"], k510["pma_numbers_from"], k510["k_numbers"]) == ([], None, ["K123456"])
     assert recall_pma_numbers({"pma_numbers": "P909003"}) == ["P909003"]
     assert recall_pma_numbers({"pma_numbers": None, "openfda": {}}) == []
     assert [pma_number_of(v) for v in ("P130021", "p130021/s034", "N16837", "H990014", "K123456", 5)] == [
