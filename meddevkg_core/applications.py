@@ -200,11 +200,15 @@ def number_ranges() -> list[tuple[int, int, int]]:
             for i, (first, end) in enumerate(zip(firsts, [*firsts[1:], _LAST_NUMBER], strict=True))]
 
 
+def patent_numbers(pat_ids: pl.Series) -> pl.Series:
+    """The US utility number of every id (Int64, null where an id is not one), read by PATENT_NUMBER_RE."""
+    return (pat_ids.cast(pl.String).str.strip_chars().str.to_uppercase().str.replace_all(",", "")
+            .str.extract(PATENT_NUMBER_RE, 1).cast(pl.Int64))
+
+
 def grant_years(pat_ids: pl.Series) -> pl.Series:
     """`grant_year_from_number` of every id (Int32, null where an id gives no year), vectorised."""
-    digits = (pat_ids.cast(pl.String).str.strip_chars().str.to_uppercase().str.replace_all(",", "")
-              .str.extract(PATENT_NUMBER_RE, 1).cast(pl.Int64))
-    number = digits.fill_null(-1).to_numpy()
+    number = patent_numbers(pat_ids).fill_null(-1).to_numpy()
     known = (number >= _FIRST_NUMBERS[0]) & (number < _LAST_NUMBER)
     year = np.full(len(number), np.nan, np.float32)
     year[known] = min(FIRST_UTILITY_PATENT_OF_YEAR) + np.searchsorted(_FIRST_NUMBERS, number[known], side="right") - 1
@@ -242,8 +246,11 @@ def trajectory(links: pl.DataFrame, patents: pl.DataFrame, fda_id: str,
     linked = device_patents(links, [fda_id]).select("pat_id", "probability")
     per_patent = linked.join(patent_years(patents), on="pat_id", how="left").with_columns(
         pl.coalesce(pl.col("grant_year_source"), pl.lit("unknown")).alias("grant_year_source"))
-    per_patent = _with(per_patent, patents, "pat_id", ("title", "assignee")).sort("grant_year", "pat_id",
-                                                                                   nulls_last=True)
+    per_patent = _with(per_patent, patents, "pat_id", ("grant_date", "filing_date", "title", "assignee"))
+    # in a year, by grant date, then by number: as text, 10000001 would come before 9999999
+    by_date = [pl.col("grant_date").cast(pl.Date, strict=False)] if "grant_date" in per_patent.columns else []
+    per_patent = per_patent.sort([pl.col("grant_year"), *by_date, pl.lit(patent_numbers(per_patent["pat_id"])),
+                                  pl.col("pat_id")], nulls_last=True)
     filed = per_patent.drop_nulls("filing_year").group_by(pl.col("filing_year").alias("year")).agg(
         pl.len().alias("n_filed"))
     granted = per_patent.drop_nulls("grant_year").group_by(pl.col("grant_year").alias("year")).agg(

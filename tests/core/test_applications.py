@@ -104,6 +104,20 @@ def test_trajectory_counts_filing_and_grant_years_and_draws_a_png(tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5_000
 
 
+def test_trajectory_lists_a_years_patents_by_grant_date_then_number_with_their_dates():
+    patents = pl.DataFrame({"pat_id": ["10000005", "9990000", "10000001"],  # 2018 crossed ten million
+                            "grant_date": [date(2018, 6, 19), date(2018, 5, 1), date(2018, 6, 19)],
+                            "filing_date": [date(2016, 1, 4), None, date(2015, 3, 2)]})
+    links = pl.DataFrame({"fda_id": ["P9"] * 3, "pat_id": patents["pat_id"], "probability": [0.9, 0.8, 0.7],
+                          "decision": [True] * 3})
+    dated = trajectory(links, patents, "P9").patents
+    assert dated.select("pat_id", "grant_date", "filing_date").rows() == [
+        ("9990000", date(2018, 5, 1), None), ("10000001", date(2018, 6, 19), date(2015, 3, 2)),
+        ("10000005", date(2018, 6, 19), date(2016, 1, 4))]
+    undated = trajectory(links, patents.select("pat_id"), "P9").patents  # years from the numbers
+    assert undated["pat_id"].to_list() == ["9990000", "10000001", "10000005"]
+
+
 def test_grant_year_comes_from_the_patent_number_when_there_is_no_date():
     assert grant_year_from_number("10000000") == 2018  # issued 2018-06-19
     assert grant_year_from_number("US9000000B2") == 2015 and grant_year_from_number("3983368") == 1976
