@@ -137,6 +137,7 @@ class Deal:
     acquired: str
     close_date: date
     until: date | None = None
+    source: str | None = field(default=None, compare=False)  # where the deal is recorded; no part of matching
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,7 @@ class Alliance:
     company_b: str
     start_date: date
     end_date: date | None = None
+    source: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -271,14 +273,14 @@ class CompanyResolver:
     @property
     def acquisitions(self) -> pl.DataFrame:
         """The deals this resolver knows (shipped plus corpus-specific), as schemas.ACQUISITIONS."""
-        rows = [{"acquirer": d.acquirer, "acquired": d.acquired, "close_date": d.close_date, "source": None}
+        rows = [{"acquirer": d.acquirer, "acquired": d.acquired, "close_date": d.close_date, "source": d.source}
                 for d in self.deals]
         return schemas.conform(pl.DataFrame(rows, schema_overrides={"close_date": pl.Date}), schemas.ACQUISITIONS)
 
     @property
     def alliance_table(self) -> pl.DataFrame:
-        """The alliances this resolver knows, as schemas.ALLIANCES (sources are not kept)."""
-        rows = [(a.company_a, a.company_b, a.start_date, a.end_date, None) for a in self.alliances]
+        """The alliances this resolver knows, as schemas.ALLIANCES."""
+        rows = [(a.company_a, a.company_b, a.start_date, a.end_date, a.source) for a in self.alliances]
         return pl.DataFrame(rows, schema=schemas.ALLIANCES, orient="row")
 
     @classmethod
@@ -312,21 +314,26 @@ class CompanyResolver:
                 alias_map[key] = target
         acq = schemas.conform(acquisitions, schemas.ACQUISITIONS).drop_nulls(["acquirer", "acquired", "close_date"])
         raw = [
-            (a, b, d)
-            for a0, b0, d in acq.select("acquirer", "acquired", "close_date").iter_rows()
+            (a, b, d, source)
+            for a0, b0, d, source in acq.select("acquirer", "acquired", "close_date", "source").iter_rows()
             if (a := normalize_company(a0)) and (b := normalize_company(b0))
         ]
-        deals = tuple(sorted((Deal(a, b, d, _until(raw, a, b, d)) for a, b, d in raw), key=_deal_key))
+        dated = [(a, b, d) for a, b, d, _ in raw]
+        deals = tuple(sorted((Deal(a, b, d, _until(dated, a, b, d), source) for a, b, d, source in raw),
+                             key=_deal_key))
         pacts: list[Alliance] = []
         if alliances is not None:
             table = schemas.conform(alliances, schemas.ALLIANCES).drop_nulls(["company_a", "company_b", "start_date"])
-            for a0, b0, start, end in table.select("company_a", "company_b", "start_date", "end_date").iter_rows():
+            for a0, b0, start, end, source in table.select("company_a", "company_b", "start_date", "end_date",
+                                                           "source").iter_rows():
                 # a party may be named as the contract names it: "Biosense Webster" is JOHNSON AND JOHNSON
                 a, b = (alias_map.get(n, n) if (n := normalize_company(x)) else None for x in (a0, b0))
                 if a and b and a != b:
-                    pacts.append(Alliance(a, b, start, end))
+                    pacts.append(Alliance(a, b, start, end, source))
+        # one alliance recorded twice (shipped and corpus) is one, with the first table's source
+        pacts = list(dict.fromkeys(pacts))
         return cls(MappingProxyType(alias_map), deals, fuzzy_cutoff,
-                   alliances=tuple(sorted(set(pacts), key=lambda x: (x.start_date, x.company_a, x.company_b))))
+                   alliances=tuple(sorted(pacts, key=lambda x: (x.start_date, x.company_a, x.company_b))))
 
     # ---- name resolution
 

@@ -505,3 +505,23 @@ def test_for_corpus_adds_the_corpus_deals(tmp_path) -> None:
     assert r.resolve("ABBOTT MEDICAL") == "ABBOTT"  # shipped tables still there
     demo = CompanyResolver.for_corpus(Path(__file__).resolve().parents[2] / "meddevkg_core" / "data" / "demo")
     assert demo.company_relation("MERIDIAN CARDIAC", date(2018, 1, 1), "PULSEWAVE MEDICAL") is not None
+
+
+def test_the_resolvers_deals_and_alliances_keep_their_source(tmp_path) -> None:
+    """The graph's ACQUIRED and PARTNER_OF edges take their `source` from these tables."""
+    shipped = CompanyResolver.default()
+    assert shipped.acquisitions.height == acquisitions_frame().height
+    assert shipped.acquisitions["source"].null_count() == 0 and shipped.alliance_table["source"].null_count() == 0
+    (tmp_path / "acquisitions.csv").write_text(
+        "acquirer,acquired,close_date,source\nACME,WIDGETCO,2001-02-03,deal memo\n")
+    (tmp_path / "alliances.csv").write_text(  # the shipped J&J ~ Stereotaxis alliance again: one, shipped source
+        "company_a,company_b,start_date,source\nACME,GADGETCO,2002-03-04,pact memo\n"
+        "Johnson & Johnson,Stereotaxis,2002-05-07,again\n")
+    r = CompanyResolver.for_corpus(tmp_path)
+    deal = r.acquisitions.filter(pl.col("acquired") == "WIDGETCO")
+    assert deal.select("acquirer", "source").rows() == [("ACME", "deal memo")]
+    pacts = r.alliance_table
+    assert pacts.filter(pl.col("company_b") == "GADGETCO")["source"].to_list() == ["pact memo"]
+    jj = pacts.filter(pl.col("company_b") == "STEREOTAXIS")
+    assert jj.height == 1 and jj["source"].item() == shipped.alliance_table.filter(
+        pl.col("company_b") == "STEREOTAXIS")["source"].item()

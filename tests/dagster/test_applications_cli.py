@@ -45,6 +45,9 @@ def test_the_graph_asset_exports_neo4j_admin_files_under_meddevkg_home(demo):
     deal = acquired.filter(pl.col(":END_ID") == "company:PULSEWAVE MEDICAL")
     assert deal[":START_ID"].to_list() == ["company:MERIDIAN CARDIAC"]
     assert str(deal["close_date:date"].item()) == "2017-03-31"
+    assert deal["source"].to_list() == ["demo corpus (fictional)"]  # the deal's row in the corpus' acquisitions.csv
+    partners = pl.read_csv(out / "relationships_PARTNER_OF.csv")
+    assert partners.height and partners["source"].null_count() == 0
 
 
 def test_application_commands_answer_on_the_demo_store(demo, tmp_path, capsys):
