@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -229,6 +230,14 @@ def patent_years(patents: pl.DataFrame) -> pl.DataFrame:
         pl.col("filing_year").cast(pl.Int32))
 
 
+def approval_date(devices: pl.DataFrame | None, fda_id: str) -> date | None:
+    """The device's FDA decision date in the devices table (its original approval); None when unknown."""
+    if devices is None or "decision_date" not in devices.columns:
+        return None
+    row = devices.filter(pl.col("fda_id") == fda_id).select(pl.col("decision_date").cast(pl.Date, strict=False))
+    return row.item(0, 0) if row.height else None
+
+
 @dataclass
 class Trajectory:
     """A device's linked patents over time: one row per patent, and counts per year."""
@@ -257,10 +266,8 @@ def trajectory(links: pl.DataFrame, patents: pl.DataFrame, fda_id: str,
         pl.len().alias("n_granted"))
     counts = (filed.join(granted, on="year", how="full", coalesce=True)
               .with_columns(pl.col("n_filed", "n_granted").fill_null(0).cast(pl.UInt32)).sort("year"))
-    decision_year = None
-    if devices is not None and "decision_date" in devices.columns:
-        row = devices.filter(pl.col("fda_id") == fda_id).select(pl.col("decision_date").cast(pl.Date, strict=False))
-        decision_year = row.item(0, 0).year if row.height and row.item(0, 0) is not None else None
+    approved = approval_date(devices, fda_id)
+    decision_year = approved.year if approved else None
     notes = []
     if (per_patent["grant_year_source"] == "patent_number").any():
         notes.append("grant years estimated from patent numbers (the patents table has no grant_date)")

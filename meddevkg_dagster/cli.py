@@ -567,7 +567,7 @@ def _unknown_device(tables: AppTables, fda_id: str) -> bool:
 
 
 def _ma_discovery(args: argparse.Namespace) -> int:
-    from meddevkg_core.applications import acquired_patents
+    from meddevkg_core.applications import acquired_patents, approval_date
 
     tables = _app_tables(args)
     if _unknown_device(tables, args.device):
@@ -575,6 +575,10 @@ def _ma_discovery(args: argparse.Namespace) -> int:
     out = acquired_patents(tables.links, tables.company_paths, args.device)
     if tables.company_paths.height == 0:
         print("note: this source has no company paths (candidates table), so no acquisition can be shown")
+    approved = approval_date(tables.devices, args.device)
+    print(f"FDA approval of {args.device}: {approved or 'unknown (the devices table has no date for it)'}")
+    if approved and (later := out.filter(pl.col("latest_close_date") > approved).height):
+        print(f"note: {later} of these links come through a deal that closed after that approval")
     _show(f"patents linked to {args.device} through an acquisition", out.drop("deal_dates", "fda_id"), args.limit)
     if out.height:
         by = out.group_by("company_path", "latest_close_date").len("n_patents").sort("n_patents", descending=True)

@@ -222,6 +222,28 @@ def test_trajectory_on_a_run_dates_the_device_from_fda_records_with_or_without_i
         assert "FDA approval year: 2014" in out and "reads FDA's" not in out  # the approval, not the supplement
 
 
+def test_ma_discovery_dates_the_device_against_the_deals(tmp_path, capsys):
+    import polars as pl
+
+    corpus, run = tmp_path / "corpus", tmp_path / "run"
+    corpus.mkdir()
+    run.mkdir()
+    (corpus / "devices.csv").write_text("fda_id,applicant,decision_date,text\nP1,ACME,2012-05-01,stent\nP2,ACME,,x\n")
+    (corpus / "patents.csv").write_text("pat_id,text\n8157760,stent\n5480423,stent\n")
+    pl.DataFrame({"fda_id": ["P1", "P1", "P2"], "pat_id": ["8157760", "5480423", "8157760"],
+                  "probability": [0.9, 0.6, 0.5], "decision": [True, True, True]}).write_parquet(run / "links.parquet")
+    pl.DataFrame({"fda_id": ["P1", "P1", "P2"], "pat_id": ["8157760", "5480423", "8157760"],
+                  "company_path": ["ACME <- WIDGETCO (2010-01-04)", "ACME -> BIGCO (2015-06-30)",
+                                   "ACME -> BIGCO (2015-06-30)"]}).write_parquet(run / "candidates.parquet")
+    assert main(["ma-discovery", "--device", "P1", "--links", str(run), "--corpus", str(corpus)]) == 0
+    out = capsys.readouterr().out
+    assert "FDA approval of P1: 2012-05-01" in out
+    assert "1 of these links come through a deal that closed after that approval" in out  # BIGCO, 2015
+    assert main(["ma-discovery", "--device", "P2", "--links", str(run), "--corpus", str(corpus)]) == 0
+    out = capsys.readouterr().out
+    assert "FDA approval of P2: unknown" in out and "closed after" not in out
+
+
 def test_output_cut_short_by_a_closed_pipe_stops_quietly_with_sigpipes_code(tmp_path):
     import polars as pl
 
