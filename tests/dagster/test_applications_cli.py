@@ -83,13 +83,18 @@ def test_a_device_the_link_set_does_not_know_is_named_and_fails(demo, capsys):
         assert "not in this link set: P999999" in capsys.readouterr().out
 
 
+def _serve_recall(fake_source, monkeypatch, record: dict) -> None:
+    """openFDA's device/recall endpoint, answering with `record` (as it is at each request)."""
+    fake_source.route("/device/recall.json",
+                      lambda *_: (200, {"meta": {"results": {"total": 1}}, "results": [record]}))
+    monkeypatch.setenv("MEDDEVKG_OPENFDA_URL", fake_source.url)
+
+
 def test_recall_number_is_fetched_from_openfda_and_traced(demo, fake_source, monkeypatch, capsys):
     harness, _, _ = demo
     record = {"cfres_id": "1", "product_res_number": "Z-1234-2024", "recall_status": "Open, Classified",
               "root_cause_description": "Device Design", "pma_numbers": [f"{ACQUIRING}/S003", "P999999"]}
-    fake_source.route("/device/recall.json",
-                      lambda *_: (200, {"meta": {"results": {"total": 1}}, "results": [record]}))
-    monkeypatch.setenv("MEDDEVKG_OPENFDA_URL", fake_source.url)
+    _serve_recall(fake_source, monkeypatch, record)
     assert main(["recall-rootcause", "--recall-number", "Z-1234-2024", "--db", str(harness.db)]) == 0
     out = capsys.readouterr().out
     assert "product_res_number=Z-1234-2024" in out and "not in this link set: P999999" in out
@@ -102,9 +107,7 @@ def test_pma_numbers_of_the_product_code_are_named_so_and_a_510k_recall_traces_n
     harness, _, _ = demo
     record = {"cfres_id": "1", "product_res_number": "Z-1234-2024", "product_code": "NGV", "pma_numbers": [],
               "k_numbers": [], "openfda": {"pma_number": [ACQUIRING, "P777777"]}}
-    fake_source.route("/device/recall.json",
-                      lambda *_: (200, {"meta": {"results": {"total": 1}}, "results": [record]}))
-    monkeypatch.setenv("MEDDEVKG_OPENFDA_URL", fake_source.url)
+    _serve_recall(fake_source, monkeypatch, record)
     assert main(["recall-rootcause", "--recall-number", "Z-1234-2024", "--db", str(harness.db)]) == 0
     out = capsys.readouterr().out
     assert "pma_numbers_from=product_code" in out and "come from its product code NGV" in out
