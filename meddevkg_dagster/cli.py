@@ -631,14 +631,21 @@ def _partitions(args: argparse.Namespace) -> int:
     from meddevkg_core.patent_years import parse_year_keys
     from meddevkg_dagster.partitions import key_ranges, patent_years, pma_devices, range_tags
 
-    try:
-        years = parse_year_keys(args.add_years) if args.add_years else []
-    except ValueError as exc:
-        raise SystemExit(f"--add-years: {exc}") from exc
+    def year_keys_of(option: str) -> list[str]:
+        try:
+            return parse_year_keys(getattr(args, option)) if getattr(args, option) else []
+        except ValueError as exc:
+            raise SystemExit(f"--{option.replace('_', '-')}: {exc}") from exc
+
+    years, gone_years = year_keys_of("add_years"), year_keys_of("delete_years")
     devices = list(dict.fromkeys(_pma(d) for d in args.add_devices or []))
+    gone_devices = list(dict.fromkeys(_pma(d) for d in args.delete_devices or []))
     print(f"instance: {_prepare_instance_home()}")
     jobs = {patent_years.name: (years, "patents_job"), pma_devices.name: (devices, "device_links_job")}
     with dg.DagsterInstance.get() as instance:
+        for definition, keys in ((patent_years, gone_years), (pma_devices, gone_devices)):
+            if keys:
+                remove_partitions(instance, definition, keys, _default_db())
         for name, (wanted, job) in jobs.items():
             keys = register_partitions(instance, name, wanted) if wanted else instance.get_dynamic_partitions(name)
             if not wanted:
@@ -647,6 +654,52 @@ def _partitions(args: argparse.Namespace) -> int:
                 print("  " + dagster_command(os.environ, ["job", "execute", "-m", "meddevkg_dagster.definitions",
                                                           "-j", job, "--tags", json.dumps(range_tags(start, end))]))
     return 0
+
+
+def remove_partitions(instance, definition, keys: list[str], db: Path) -> dict[str, int]:
+    """Delete the keys' rows from every table partitioned by `definition`, in one transaction, then
+    the keys themselves: rows first, so a failure leaves partitions that a run can rebuild, never
+    rows that no partition names. Keys already gone from the instance only lose their rows."""
+    import duckdb
+
+    from meddevkg_dagster.definitions import defs
+    from meddevkg_dagster.partitions import pma_devices, range_tags, stored_partition_tables
+    from meddevkg_dagster.resources import WAREHOUSE_SCHEMA
+
+    tables = stored_partition_tables(defs.resolve_asset_graph(), definition)
+    deleted: dict[str, int] = {}
+    if db.is_file():
+        try:
+            with duckdb.connect(str(db)) as con:
+                stored = {t for (t,) in con.execute("select table_name from information_schema.tables "
+                                                    "where table_schema = ?", [WAREHOUSE_SCHEMA]).fetchall()}
+                con.begin()
+                for table, expr in tables.items():
+                    if table in stored:
+                        deleted[table] = con.execute(
+                            f'delete from {WAREHOUSE_SCHEMA}."{table}" '
+                            f"where list_contains(?::varchar[], cast({expr} as varchar))", [keys]).fetchone()[0]
+                con.commit()
+        except duckdb.Error as exc:
+            raise SystemExit(f"{db}: no row or partition was removed ({exc})") from exc
+    registered = set(instance.get_dynamic_partitions(definition.name))
+    for key in keys:
+        if key in registered:
+            instance.delete_dynamic_partition(definition.name, key)
+    absent = [k for k in keys if k not in registered]
+    print(f"{definition.name}: removed {len(keys) - len(absent)} partition(s) and {sum(deleted.values())} row(s) "
+          f"from {sum(1 for n in deleted.values() if n)} table(s)"
+          + (f"; not partitions here (rows only): {', '.join(absent)}" if absent else ""))
+    for table, n in sorted(deleted.items()):
+        if n:
+            print(f"  {WAREHOUSE_SCHEMA}.{table}: {n}")
+    if devices := instance.get_dynamic_partitions(pma_devices.name):  # what read every partition still counts them
+        print("  the assets that read every partition (the graph, the reranker, the evaluation, other devices' "
+              "pools) still include them until meddevkg_job runs again:")
+        print("  " + dagster_command(os.environ, ["job", "execute", "-m", "meddevkg_dagster.definitions", "-j",
+                                                  "meddevkg_job", "--tags", json.dumps(range_tags(devices[0],
+                                                                                                   devices[-1]))]))
+    return deleted
 
 
 def _pma(value: str) -> str:
@@ -707,6 +760,10 @@ def main(argv: list[str] | None = None) -> int:
                            "and print the run that materialises them")
     parts.add_argument("--add-years", help="grant years: 2019, 1976-2026 or undated, comma-separated")
     parts.add_argument("--add-devices", nargs="+", metavar="PMA", help="PMA numbers (P240003 ...)")
+    parts.add_argument("--delete-years", help="grant years to remove, with their rows in the store")
+    parts.add_argument("--delete-devices", nargs="+", metavar="PMA",
+                       help="PMA numbers to remove, with their rows in the store (also rows a partition deleted "
+                            "in the UI left behind)")
     parts.set_defaults(func=_partitions)
     run = sub.add_parser("run", help="run the pipeline on a corpus directory and write Parquet outputs")
     run.add_argument("--corpus", required=True, help="corpus directory (devices, patents, gold_links)")

@@ -61,3 +61,11 @@ def key_ranges(wanted: list[str], ordered: list[str]) -> list[tuple[str, str]]:
             ranges.append((ordered[i], ordered[i]))
         previous = i
     return ranges
+
+
+def stored_partition_tables(asset_graph, partitions_def: dg.DynamicPartitionsDefinition) -> dict[str, str]:
+    """The store's tables partitioned by `partitions_def`, each with the SQL expression of its key
+    (`partition_expr`). Deleting a dynamic partition removes only the key: its rows stay in these."""
+    return {key.path[-1]: node.metadata["partition_expr"] for key in asset_graph.materializable_asset_keys
+            if getattr((node := asset_graph.get(key)).partitions_def, "name", None) == partitions_def.name
+            and "partition_expr" in node.metadata}

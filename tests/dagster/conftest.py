@@ -77,7 +77,8 @@ class Harness:
             first = self.materialize_patent_years()
             if not first.success:
                 return first
-            rest = self.materialize(dg.AssetSelection.all() - PATENT_ASSETS, partition_range, partition_key)
+            rest = self.materialize(dg.AssetSelection.all() - PATENT_ASSETS - ONTOLOGY_ASSETS, partition_range,
+                                    partition_key)
             return Runs([first, rest])
         tags = range_tags(*partition_range) if partition_range else {}
         return dg.materialize([*ASSETS, *CHECKS], instance=self.instance, resources=self.resources,

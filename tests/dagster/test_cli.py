@@ -359,6 +359,12 @@ def test_partitions_are_added_from_the_command_line_with_the_runs_that_materiali
     assert all(f"DAGSTER_HOME={tmp_path / 'dagster_home'}" in c for c in commands)
     with pytest.raises(SystemExit, match="--add-years: grant years '2025-2019'"):
         main(["partitions", "--add-years", "2025-2019"])
+    assert main(["partitions", "--delete-years", "undated", "--delete-devices", "p100045"]) == 0  # no store yet
+    with dg.DagsterInstance.from_config(str(tmp_path / "dagster_home")) as instance:
+        assert instance.get_dynamic_partitions("patent_years") == ["2024", "2023", "2025"]
+        assert instance.get_dynamic_partitions("pma_devices") == []
+    with pytest.raises(SystemExit, match="--delete-years: grant years"):
+        main(["partitions", "--delete-years", "1999-1990"])
 
 
 def test_the_embedding_backend_setting_reaches_run_and_benchmark_and_pairs_cv_has_no_idle_cache_option(
@@ -376,3 +382,33 @@ def test_the_embedding_backend_setting_reaches_run_and_benchmark_and_pairs_cv_ha
     with pytest.raises(SystemExit) as usage:  # pairs-cv encodes once per run and keeps no cache
         main(["pairs-cv", "--pairs", "x.parquet", "--out", str(tmp_path), "--embedding-cache", str(tmp_path)])
     assert usage.value.code == 2  # argparse's "unrecognized arguments"
+
+
+def test_removing_partitions_deletes_their_rows_in_one_go_and_what_the_ui_left(harness, monkeypatch, capsys):
+    # Dagster deletes a dynamic partition's key only: its rows stayed in the store, and readers of
+    # whole tables (other devices' rival pools) went on using them.
+    import dagster as dg
+
+    from meddevkg_core.corpus import read_corpus
+    from meddevkg_dagster.cli import remove_partitions
+    from meddevkg_dagster.definitions import defs
+    from meddevkg_dagster.jobs import DEVICE_ASSETS, PATENT_ASSETS
+    from meddevkg_dagster.partitions import patent_years, pma_devices, stored_partition_tables
+
+    graph = defs.resolve_asset_graph()
+    device_tables = stored_partition_tables(graph, pma_devices)
+    assert set(device_tables) == {k.path[-1] for k in DEVICE_ASSETS.resolve(graph)}
+    assert set(stored_partition_tables(graph, patent_years)) == {k.path[-1] for k in PATENT_ASSETS.resolve(graph)}
+    first, kept, gone = read_corpus(harness.corpus).devices["fda_id"].sort().head(3).to_list()
+    harness.register([first, kept, gone])
+    sources = dg.AssetSelection.assets("pma_documents", "pma_quarantine", "pma_supplements")
+    assert harness.materialize(sources, partition_range=(first, gone)).success
+    harness.instance.delete_dynamic_partition("pma_devices", gone)  # as the UI does: its row stays
+    monkeypatch.setenv("DAGSTER_HOME", str(harness.db.parent))
+    deleted = remove_partitions(harness.instance, pma_devices, [first, gone], harness.db)
+    assert deleted["pma_documents"] == 2 and deleted["pma_quarantine"] == 0
+    assert harness.table("pma_documents")["fda_id"].to_list() == [kept]
+    assert harness.instance.get_dynamic_partitions("pma_devices") == [kept]
+    out = capsys.readouterr().out
+    assert f"removed 1 partition(s) and 2 row(s) from 1 table(s); not partitions here (rows only): {gone}" in out
+    assert "-j meddevkg_job" in out
