@@ -8,6 +8,7 @@ reason (never dropped silently) and the rest of the run goes on.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -148,6 +149,22 @@ def _reasons(df: pl.DataFrame, table: str) -> pl.Expr:
     return reason
 
 
+def key_text(col: str) -> pl.Expr:
+    """An id as it is compared and kept: surrounding whitespace is no part of it ("P000018 " is P000018)."""
+    return pl.col(col).str.strip_chars()
+
+
+def mark_duplicates(df: pl.DataFrame, keys: Sequence[str], message: str) -> pl.DataFrame:
+    """`__reason__` = message + the first row's `__row__` for each later valid row of a key (trimmed,
+    so an id written with a stray space cannot pass as another record)."""
+    first = pl.when(pl.col("__reason__").is_null()).then(pl.col("__row__")).min().over(
+        [key_text(k) for k in keys])
+    return df.with_columns(
+        pl.when(pl.col("__reason__").is_null() & (pl.col("__row__") != first))
+        .then(pl.concat_str([pl.lit(message), first.cast(pl.String)]))
+        .otherwise(pl.col("__reason__")).alias("__reason__"))
+
+
 def _cast(df: pl.DataFrame, table: str) -> pl.DataFrame:
     out = []
     for col, dtype in _SCHEMAS[table].items():
@@ -174,14 +191,8 @@ def validate_table(raw: pl.DataFrame, table: str, source: str) -> TableRead:
     if raw.width == 0:
         return TableRead(schemas.empty(schema), schemas.empty(schemas.REJECTED_RECORDS))
     df = _normalise_columns(raw, table).with_row_index("__row__")
-    df = df.with_columns(_reasons(df, table).alias("__reason__"))
-    keys = list(_KEYS[table])
-    first = df.filter(pl.col("__reason__").is_null()).group_by(keys, maintain_order=True).agg(
-        pl.col("__row__").min().alias("__first__"))
-    df = df.join(first, on=keys, how="left", nulls_equal=False).with_columns(
-        pl.when(pl.col("__reason__").is_null() & (pl.col("__row__") != pl.col("__first__")))
-        .then(pl.concat_str([pl.lit("duplicate key of row "), pl.col("__first__").cast(pl.String)]))
-        .otherwise(pl.col("__reason__")).alias("__reason__")).sort("__row__")
+    keys = _KEYS[table]
+    df = mark_duplicates(df.with_columns(_reasons(df, table).alias("__reason__")), keys, "duplicate key of row ")
     bad = df.filter(pl.col("__reason__").is_not_null())
     payload = [c for c in raw.columns if not c.startswith("__")] + (["__raw__"] if "__raw__" in raw.columns else [])
     rejected = bad.select(

@@ -48,7 +48,7 @@ from sklearn.preprocessing import StandardScaler
 
 from meddevkg_core import schemas
 from meddevkg_core.config import CandidateConfig, CrossEncoderConfig, RerankConfig
-from meddevkg_core.corpus import read_raw
+from meddevkg_core.corpus import key_text, mark_duplicates, read_raw
 from meddevkg_core.cross_encoder import PairScorer, truncate
 from meddevkg_core.embeddings import Encoder
 from meddevkg_core.entities import extract_mentions
@@ -111,13 +111,7 @@ def load_pairs(path: str | Path) -> PairsRead:
     reason = pl.lit(None, dtype=pl.String)
     for cond, text in reversed(checks):
         reason = pl.when(cond).then(text).otherwise(reason)
-    df = df.with_columns(reason.alias("__reason__"))
-    valid_first = pl.when(pl.col("__reason__").is_null()).then(pl.col("__row__")).min().over("fda_id", "pat_id")
-    df = df.with_columns(
-        pl.when(pl.col("__reason__").is_null() & (pl.col("__row__") != valid_first))
-        .then(pl.concat_str([pl.lit("duplicate pair of row "), valid_first.cast(pl.String)]))
-        .otherwise(pl.col("__reason__")).alias("__reason__")
-    )
+    df = mark_duplicates(df.with_columns(reason.alias("__reason__")), ("fda_id", "pat_id"), "duplicate pair of row ")
     bad = df.filter(pl.col("__reason__").is_not_null())
     payload = [c for c in raw.columns if not c.startswith("__")]
     rejected = bad.select(
@@ -129,7 +123,7 @@ def load_pairs(path: str | Path) -> PairsRead:
         pl.struct(payload).struct.json_encode().alias("record"),
     )
     good = df.filter(pl.col("__reason__").is_null()).select(
-        pl.col("fda_id").str.strip_chars(), pl.col("pat_id").str.strip_chars(), "device_text", "patent_text",
+        key_text("fda_id"), key_text("pat_id"), "device_text", "patent_text",
         label.is_in(["1", "1.0", "true"]).cast(pl.Int8).alias("label"),
     )
     pairs, repairs = repair_texts(schemas.conform(good, PAIRS), "device_text")

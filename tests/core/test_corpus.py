@@ -75,3 +75,21 @@ def test_accepts_the_real_benchmark_as_is(benchmark_dir):
     assert corpus.labeled_pairs["label"].to_list().count(1) > 0
     assert corpus.devices["applicant"].null_count() == 0
     assert pl.Series(corpus.patents["text"]).str.len_chars().min() > 0
+
+
+def test_an_id_with_stray_whitespace_is_a_duplicate_not_another_record(tmp_path):
+    (tmp_path / "devices.csv").write_text("fda_id,text\nP1,Coronary stent\nP1 ,Conflicting text\nP2,Valve\n")
+    (tmp_path / "patents.csv").write_text("pat_id,text\n11,stent\n 11,other stent\n")
+    (tmp_path / "gold_links.csv").write_text("fda_id,pat_id\nP1,11\nP1, 11\n")
+    (tmp_path / "labeled_pairs.csv").write_text("fda_id,pat_id,label\nP1,11,1\n P1,11 ,0\n")
+
+    corpus = read_corpus(tmp_path)
+
+    assert corpus.devices.select("fda_id", "text").rows() == [("P1", "Coronary stent"), ("P2", "Valve")]
+    assert corpus.patents["pat_id"].to_list() == ["11"]
+    assert corpus.gold_links.rows() == [("P1", "11")]
+    assert corpus.labeled_pairs.rows() == [("P1", "11", 1)]
+    rejected = dict(zip(corpus.rejected["record_key"], corpus.rejected["reason"], strict=True))
+    assert rejected == {"devices#1:P1 ": "duplicate key of row 0", "patents#1: 11": "duplicate key of row 0",
+                        "gold_links#1:P1": "duplicate key of row 0", "labeled_pairs#1: P1": "duplicate key of row 0"}
+    assert json.loads(corpus.rejected["record"][0])["text"] == "Conflicting text"  # kept as written

@@ -92,6 +92,18 @@ def test_read_pairs_quarantines_bad_rows(tmp_path: Path):
     assert pair_cv.read_pairs(path).height == 2
 
 
+def test_read_pairs_quarantines_a_pair_repeated_with_stray_whitespace(tmp_path: Path):
+    path = tmp_path / "pairs.csv"
+    path.write_text("fda_id,pat_id,device_text,patent_text,label\n"
+                    "P1,11,stent,coronary stent,1\n"
+                    "P1 ,11,stent,coronary stent,0\n"
+                    "P1, 11,stent,coronary stent,0\n")
+    read = pair_cv.load_pairs(path)
+    assert read.pairs.select("fda_id", "pat_id", "label").rows() == [("P1", "11", 1)]
+    assert read.rejected["reason"].to_list() == ["duplicate pair of row 0"] * 2
+    pair_cv._check_pairs(read.pairs)  # what pairs-cv checks before its folds: no duplicate left
+
+
 def test_read_pairs_parquet_and_jsonl_and_missing_column(tmp_path: Path, pairs: pl.DataFrame):
     pairs.with_columns(pl.col("label").cast(pl.Int64)).write_parquet(tmp_path / "p.parquet")
     assert pair_cv.read_pairs(tmp_path / "p.parquet").equals(pairs)
