@@ -89,6 +89,8 @@ def read_raw(path: Path) -> pl.DataFrame:
 def _to_text(name: str, dtype: pl.DataType) -> pl.Expr:
     if isinstance(dtype, pl.List | pl.Array):
         return pl.col(name).cast(pl.List(pl.String)).list.join(" ").alias(name)
+    if isinstance(dtype, pl.Datetime):  # pandas writes dates as timestamps: their date is the value
+        return pl.col(name).dt.date().cast(pl.String).alias(name)
     return pl.col(name).cast(pl.String).alias(name)
 
 

@@ -250,7 +250,19 @@ def _require_trainable_gold(corpus: Corpus, path: str) -> None:
     if n < MIN_GOLD_DEVICES:
         raise SystemExit(f"{path}: {'no gold_links' if n == 0 else f'gold links for only {n} device'}; Stage 3 "
                          "learns from gold links, scoring each gold device with a model that never saw it, and "
-                         f"needs them for at least {MIN_GOLD_DEVICES} devices (README, 'Another corpus')")
+                         f"needs them for at least {MIN_GOLD_DEVICES} devices (README, 'Another corpus')"
+                         + _rejected_note(corpus.rejected))
+
+
+def _rejected_note(rejected: pl.DataFrame, shown: int = 6) -> str:
+    """The rejected rows by table and reason: gold lost to rejected devices must not read as a corpus without gold."""
+    if not rejected.height:
+        return ""
+    counts = rejected.group_by("source", "reason").len().sort(
+        ["len", "source", "reason"], descending=[True, False, False])
+    parts = [f"{n} in {source}: {reason}" for source, reason, n in counts.head(shown).iter_rows()]
+    more = f"; {counts.height - shown} other reason(s)" if counts.height > shown else ""
+    return f". The corpus reader rejected {rejected.height} row(s): {'; '.join(parts)}{more}"
 
 
 @contextmanager

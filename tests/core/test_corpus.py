@@ -93,3 +93,20 @@ def test_an_id_with_stray_whitespace_is_a_duplicate_not_another_record(tmp_path)
     assert rejected == {"devices#1:P1 ": "duplicate key of row 0", "patents#1: 11": "duplicate key of row 0",
                         "gold_links#1:P1": "duplicate key of row 0", "labeled_pairs#1: P1": "duplicate key of row 0"}
     assert json.loads(corpus.rejected["record"][0])["text"] == "Conflicting text"  # kept as written
+
+
+def test_date_typed_columns_are_read_as_their_dates(tmp_path):
+    """pandas writes dates as timestamps; Parquet from polars or Arrow may hold real dates."""
+    from datetime import date, datetime
+
+    pl.DataFrame({"fda_id": ["P1", "P2"], "text": ["stent", "valve"],
+                  "decision_date": [datetime(2015, 3, 2), datetime(2016, 7, 1, 13, 30)]},
+                 schema_overrides={"decision_date": pl.Datetime("ns")}).write_parquet(tmp_path / "devices.parquet")
+    pl.DataFrame({"pat_id": ["1"], "text": ["stent"], "grant_date": [date(2010, 1, 5)]}).write_parquet(
+        tmp_path / "patents.parquet")
+
+    corpus = read_corpus(tmp_path)
+
+    assert corpus.rejected.height == 0
+    assert corpus.devices["decision_date"].to_list() == [date(2015, 3, 2), date(2016, 7, 1)]
+    assert corpus.patents["grant_date"].to_list() == [date(2010, 1, 5)]

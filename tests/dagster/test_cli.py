@@ -41,6 +41,18 @@ def test_benchmark_refuses_a_corpus_without_gold(tmp_path):
         raise AssertionError("expected a clear refusal")
 
 
+def test_a_corpus_whose_gold_was_lost_to_rejected_rows_says_why(tmp_path):
+    (tmp_path / "devices.csv").write_text("fda_id,text,decision_date\nP1,stent,2015-03-02 00:00:00\n"
+                                          "P2,valve,03/02/2015\n")
+    (tmp_path / "patents.csv").write_text("pat_id,text\n1,stent\n2,valve\n")
+    (tmp_path / "gold_links.csv").write_text("fda_id,pat_id\nP1,1\nP2,2\n")
+    with pytest.raises(SystemExit) as refusal:
+        main(["run", "--corpus", str(tmp_path), "--out", str(tmp_path / "out")])
+    assert str(refusal.value).endswith(
+        "The corpus reader rejected 4 row(s): 2 in devices.csv: unparseable decision_date (want YYYY-MM-DD); "
+        "2 in gold_links: fda_id not among valid devices")
+
+
 def _corpus_with_gold_for_one_device(root: Path) -> Path:
     (root / "devices.csv").write_text("fda_id,text\nP1,stent\nP2,valve\n")
     (root / "patents.csv").write_text("pat_id,text\n1,stent\n2,valve\n")
