@@ -388,12 +388,12 @@ def main_company_report(
 ) -> dict[str, Any]:
     """Read a corpus directory and fdadata_pma.parquet, compute the report, optionally write it as JSON."""
     from meddevkg_core.corpus import read_corpus
+    from meddevkg_core.dossier import read_pma_file
 
     corpus = read_corpus(corpus_dir)
     wanted = ["pma_number", "submission_number", "sponsor", "date_decision", "is_original", "supplement_number"]
-    fda_path = Path(fda_pma_path)
-    columns = [c for c in wanted if c in pl.read_parquet_schema(fda_path)]
-    fda = pl.read_parquet(fda_path, columns=columns)
+    fda = read_pma_file(fda_pma_path)
+    fda = fda.select(c for c in wanted if c in fda.columns)
     report = company_report(corpus.devices, corpus.patents, corpus.gold_links, fda,
                             CompanyResolver.for_corpus(corpus_dir, former_owners=former_owners))
     if out is not None:

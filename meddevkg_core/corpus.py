@@ -15,6 +15,7 @@ from pathlib import Path
 import polars as pl
 
 from meddevkg_core import schemas
+from meddevkg_core.errors import InputError
 from meddevkg_core.text_repair import repair_texts
 
 SUFFIXES = (".parquet", ".csv", ".jsonl", ".ndjson")
@@ -34,7 +35,7 @@ _SCHEMAS = {"devices": schemas.DEVICES, "patents": schemas.PATENTS, "gold_links"
             "labeled_pairs": schemas.LABELED_PAIRS}
 
 
-class CorpusError(ValueError):
+class CorpusError(InputError):
     """The corpus as a whole is unusable (a missing required table, an unreadable file)."""
 
 
@@ -70,6 +71,14 @@ def find_table(root: Path, name: str) -> Path | None:
     if len(found) > 1:
         raise CorpusError(f"{root}: table {name!r} is given twice ({', '.join(p.name for p in found)})")
     return found[0] if found else None
+
+
+def required_table(root: Path, name: str) -> Path:
+    """The file holding table `name`; a CorpusError names the directory when there is none."""
+    path = find_table(root, name)
+    if path is None:
+        raise CorpusError(f"{root}: no {name} table (expected {name}.parquet, .csv or .jsonl)")
+    return path
 
 
 def read_raw(path: Path) -> pl.DataFrame:
@@ -223,10 +232,8 @@ def read_corpus(root: str | Path) -> Corpus:
     root = Path(root).resolve()
     reads: dict[str, TableRead] = {}
     for table in ("devices", "patents", "gold_links", "labeled_pairs"):
-        path = find_table(root, table)
+        path = required_table(root, table) if table in ("devices", "patents") else find_table(root, table)
         if path is None:
-            if table in ("devices", "patents"):
-                raise CorpusError(f"{root}: no {table} table (expected {table}.parquet, .csv or .jsonl)")
             reads[table] = TableRead(schemas.empty(_SCHEMAS[table]), schemas.empty(schemas.REJECTED_RECORDS))
         else:
             reads[table] = read_table(path, table)

@@ -52,9 +52,9 @@ def read_supplements(path: str | Path, fda_ids: Sequence[str] | None = None) -> 
     return supplements_from_pma(read_pma_records(path, fda_ids))
 
 
-def read_pma_records(path: str | Path, fda_ids: Sequence[str] | None = None) -> pl.DataFrame:
-    """An FDA PMA records file as `canonical_pma` rows (originals and supplements), of these devices
-    only when `fda_ids` is given; a CorpusError names the file when it is not PMA records."""
+def read_pma_file(path: str | Path) -> pl.DataFrame:
+    """An FDA PMA records file as written (fdadata_pma.parquet, or a Parquet/CSV table in openFDA
+    field names); a CorpusError names the file when it cannot be read or is not PMA records."""
     path = Path(path)
     try:
         frame = pl.read_parquet(path) if path.suffix == ".parquet" else pl.read_csv(path, infer_schema=False)
@@ -63,7 +63,13 @@ def read_pma_records(path: str | Path, fda_ids: Sequence[str] | None = None) -> 
     has_statements = bool({"approval_order_statement", "ao_statement"} & set(frame.columns))
     if not has_statements or not ({"submission_number", "pma_number"} & set(frame.columns)):
         raise CorpusError(f"{path}: not PMA records (no submission_number/pma_number and approval statement columns)")
-    records = canonical_pma(frame)
+    return frame
+
+
+def read_pma_records(path: str | Path, fda_ids: Sequence[str] | None = None) -> pl.DataFrame:
+    """An FDA PMA records file (`read_pma_file`) as `canonical_pma` rows (originals and supplements),
+    of these devices only when `fda_ids` is given."""
+    records = canonical_pma(read_pma_file(path))
     if fda_ids is not None:  # chosen before the rows are cleaned one by one: the national file has 55K
         records = records.filter(pl.col("pma_number").is_in(pl.Series(list(fda_ids), dtype=pl.String).implode()))
     return records

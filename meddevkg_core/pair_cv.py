@@ -53,6 +53,7 @@ from meddevkg_core.cross_encoder import PairScorer, truncate
 from meddevkg_core.embeddings import Encoder
 from meddevkg_core.entities import extract_mentions
 from meddevkg_core.entity_match import DocKeys, doc_keys
+from meddevkg_core.errors import InputError
 from meddevkg_core.ontology import Ontology
 from meddevkg_core.pair_features import with_year_features
 from meddevkg_core.rerank import xgb_classifier
@@ -85,6 +86,11 @@ _TOKEN = r"(?u)\b[a-zA-Z][a-zA-Z0-9]+\b"
 # --- input ----------------------------------------------------------------------------------
 
 
+class PairsError(InputError):
+    """The labelled pairs cannot be cross-validated: a column missing, duplicates, one class only, too
+    few device groups for the folds."""
+
+
 @dataclass(frozen=True)
 class PairsRead:
     pairs: pl.DataFrame  # PAIRS
@@ -99,7 +105,7 @@ def load_pairs(path: str | Path) -> PairsRead:
     raw = read_raw(path)
     missing = [c for c in PAIRS if c not in raw.columns]
     if missing:
-        raise ValueError(f"{path}: no column(s) {missing} (columns: {', '.join(raw.columns)})")
+        raise PairsError(f"{path}: no column(s) {missing} (columns: {', '.join(raw.columns)})")
     df = raw.with_row_index("__row__")
     checks: list[tuple[pl.Expr, pl.Expr]] = []
     if "__parse_error__" in df.columns:
@@ -138,16 +144,16 @@ def read_pairs(path: str | Path) -> pl.DataFrame:
 def _check_pairs(pairs: pl.DataFrame) -> pl.DataFrame:
     missing = [c for c in PAIRS if c not in pairs.columns]
     if missing:
-        raise ValueError(f"pairs lack column(s) {missing}")
+        raise PairsError(f"pairs lack column(s) {missing}")
     pairs = schemas.conform(pairs.select(list(PAIRS)), PAIRS)
     nulls = pairs.filter(pl.any_horizontal(pl.all().is_null()))
     if nulls.height:
-        raise ValueError(f"{nulls.height} pair(s) with nulls, e.g. {nulls.row(0)[:2]}; read them with read_pairs")
+        raise PairsError(f"{nulls.height} pair(s) with nulls, e.g. {nulls.row(0)[:2]}; read them with read_pairs")
     if not pairs["label"].is_in([0, 1]).all():
-        raise ValueError("label must be 0 or 1")
+        raise PairsError("label must be 0 or 1")
     dup = pairs.filter(pl.struct("fda_id", "pat_id").is_duplicated())
     if dup.height:
-        raise ValueError(f"duplicate pairs, e.g. {dup.row(0)[:2]}")
+        raise PairsError(f"duplicate pairs, e.g. {dup.row(0)[:2]}")
     return pairs
 
 
@@ -180,7 +186,7 @@ def assign_folds(groups: np.ndarray, folds: int, seed: int) -> np.ndarray:
     lightest fold (balanced pair counts); the seed orders groups of equal size."""
     ids, sizes = np.unique(groups, return_counts=True)
     if folds < 2 or len(ids) < folds:
-        raise ValueError(f"need 2 <= folds <= device groups; got {folds} folds for {len(ids)} groups")
+        raise PairsError(f"need 2 <= folds <= device groups; got {folds} folds for {len(ids)} groups")
     order = np.random.default_rng(seed).permutation(len(ids))
     order = order[np.argsort(-sizes[order], kind="stable")]
     load = np.zeros(folds, np.int64)
@@ -641,7 +647,7 @@ def run_pairs_cv(pairs: pl.DataFrame, encoder: Encoder, nlp: Language | None, on
     cfg = (model_cfg or RerankConfig()).model_copy(update={"seed": seed})
     labels = pairs["label"].to_numpy().astype(np.int32)
     if labels.sum() < 2 or labels.sum() == len(labels):
-        raise ValueError(f"need positives and negatives; got {int(labels.sum())} positives of {len(labels)}")
+        raise PairsError(f"need positives and negatives; got {int(labels.sum())} positives of {len(labels)}")
     groups = device_groups(pairs)
     fold = assign_folds(groups, folds, seed)
     features, seconds = pair_features(pairs, encoder, nlp, ontology, cross_encoder, cross_encoder_cfg, dossiers)
@@ -768,8 +774,11 @@ def main_pairs_cv(pairs_path: str, out: str, cross_encoder: str | None, device: 
         dossiers = device_dossiers(devices, supplements)
         dossier_input = {"fda_pma": str(fda_pma), "supplements": supplements.height,
                          "devices_with_supplements": supplements["fda_id"].n_unique(), "devices": devices.height}
-    result = run_pairs_cv(read.pairs, encoder, nlp, ontology, scorer, folds, seed, repeats=repeats,
-                          cross_encoder_cfg=ce_cfg, dossiers=dossiers)
+    try:
+        result = run_pairs_cv(read.pairs, encoder, nlp, ontology, scorer, folds, seed, repeats=repeats,
+                              cross_encoder_cfg=ce_cfg, dossiers=dossiers)
+    except PairsError as exc:
+        raise PairsError(f"{pairs_path}: {exc}") from exc
     report = {**result.report, "input": {"path": str(pairs_path), "rows_valid": read.pairs.height,
                                          "rows_quarantined": read.rejected.height,
                                          "quarantine_examples": read.rejected.head(5).to_dicts(),

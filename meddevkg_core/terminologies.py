@@ -30,6 +30,7 @@ import polars as pl
 from pydantic import BaseModel
 
 from meddevkg_core import schemas
+from meddevkg_core.errors import InputError
 from meddevkg_core.ontology import CATEGORY_WEIGHTS, Ontology, category_for_tui, load_meddevonto, normalize_term
 
 ENV_UMLS_DIR = "MEDDEVKG_UMLS_DIR"
@@ -48,7 +49,7 @@ Diseases, Surgical Procedures). The first listed prefix a descriptor falls under
 ALIASES = pl.Schema({"terminology": pl.String, "loaded_id": pl.String, "concept_id": pl.String, "rule": pl.String})
 
 
-class TerminologyError(ValueError):
+class TerminologyError(InputError):
     """A terminology file is missing or unreadable, or (strict mode) holds a malformed record."""
 
 

@@ -23,6 +23,7 @@ import polars as pl
 
 from meddevkg_core.atomic_files import replaced_file
 from meddevkg_core.embeddings import BACKENDS
+from meddevkg_core.errors import InputError
 from meddevkg_core.home import home_dir
 
 if TYPE_CHECKING:
@@ -282,10 +283,13 @@ def pipeline_config(args: argparse.Namespace) -> PipelineConfig:
     it), else the defaults; the cross-encoder options, when given, choose its model and backend."""
     from meddevkg_core.config import parse_pipeline_config
 
-    source, text = (args.config, Path(args.config).read_text()) if args.config else (
-        "MEDDEVKG_PIPELINE_CONFIG", os.environ.get("MEDDEVKG_PIPELINE_CONFIG", ""))
+    source, text = "MEDDEVKG_PIPELINE_CONFIG", os.environ.get("MEDDEVKG_PIPELINE_CONFIG", "")
     try:
+        if args.config:
+            source, text = args.config, Path(args.config).read_text(encoding="utf-8")
         config = parse_pipeline_config(text, source)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SystemExit(f"--config {args.config}: cannot be read ({exc})") from exc
     except ValueError as exc:
         raise SystemExit(str(exc)) from exc
     chosen = {"model": args.cross_encoder, "backend": args.cross_encoder_backend}
@@ -868,6 +872,10 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `meddevkg trajectory ... | head`: the reader left; stop as Unix tools do (SIGPIPE)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python exits
         return 128 + signal.SIGPIPE
+    except (InputError, OSError) as exc:  # an unusable input, named by the message: no traceback for it
+        print(f"{exc.filename}: {exc.strerror}" if isinstance(exc, OSError) and exc.filename else str(exc),
+              file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -26,6 +26,8 @@ import polars as pl
 from pydantic import BaseModel
 
 from meddevkg_core.atomic_files import replaced_file
+from meddevkg_core.corpus import CorpusError, read_raw, required_table
+from meddevkg_core.dossier import read_pma_file
 from meddevkg_core.sources.pma_records import canonical_pma, devices_from_pma
 
 CARDIOVASCULAR = "CV"
@@ -238,11 +240,18 @@ def format_selection_report(report: dict[str, Any]) -> str:
 
 def main_select_devices(fda_pma_path: str | Path, product_codes_path: str | Path, benchmark_dir: str | Path,
                         out_path: str | Path | None = None) -> dict[str, Any]:
-    """Read fdadata_pma / fdadata_product_codes / <benchmark_dir>/devices.parquet and compare; with
-    `out_path`, also write the selected originals as a corpus devices table (Parquet, schemas.DEVICES)."""
-    fda_pma = pl.read_parquet(fda_pma_path)
-    product_codes = pl.read_parquet(product_codes_path)
-    benchmark = pl.read_parquet(Path(benchmark_dir) / "devices.parquet", columns=["fda_id"])
+    """Read fdadata_pma / fdadata_product_codes / the devices table of `benchmark_dir` and compare; with
+    `out_path`, also write the selected originals as a corpus devices table (Parquet, schemas.DEVICES).
+    A CorpusError names an input that cannot be read or is not what it should be."""
+    fda_pma = read_pma_file(fda_pma_path)
+    try:
+        product_codes = pl.read_parquet(product_codes_path)
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise CorpusError(f"{product_codes_path}: cannot be read as FDA product codes: {exc}") from exc
+    devices_path = required_table(Path(benchmark_dir), "devices")
+    benchmark = read_raw(devices_path)
+    if "fda_id" not in benchmark.columns:
+        raise CorpusError(f"{devices_path}: no fda_id column (columns: {', '.join(benchmark.columns)})")
     report = compare_selection(fda_pma, product_codes, benchmark)
     if out_path is not None:
         path = Path(out_path)

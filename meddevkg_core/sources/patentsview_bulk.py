@@ -35,6 +35,7 @@ from typing import TextIO, TypeVar
 
 import polars as pl
 
+from meddevkg_core.errors import InputError
 from meddevkg_core.gc_pause import gc_paused
 from meddevkg_core.sources.patentsview import (
     PATENT_ID,
@@ -69,7 +70,7 @@ T = TypeVar("T")
 _UNDECODABLE = re.compile("[\udc80-\udcff]")  # bytes that were not UTF-8, kept by surrogateescape
 
 
-class BulkFormatError(ValueError):
+class BulkFormatError(InputError):
     """A whole bulk file is unusable (absent, not a zip, no header, a required column missing)."""
 
 

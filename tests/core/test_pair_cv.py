@@ -114,7 +114,7 @@ def test_read_pairs_parquet_and_jsonl_and_missing_column(tmp_path: Path, pairs: 
     assert read.pairs.rows() == [("P1", "7", "a", "b", 1)]
     assert read.rejected.height == 1 and "invalid JSON" in read.rejected["reason"][0]
     pairs.drop("label").write_parquet(tmp_path / "nolabel.parquet")
-    with pytest.raises(ValueError, match="label"):
+    with pytest.raises(pair_cv.PairsError, match="label"):
         pair_cv.read_pairs(tmp_path / "nolabel.parquet")
 
 
@@ -274,10 +274,13 @@ def test_cross_encoder_is_a_zero_shot_scorer_and_a_feature(pairs: pl.DataFrame):
 
 
 def test_run_rejects_unusable_input(pairs: pl.DataFrame):
-    with pytest.raises(ValueError, match="positives"):
+    """As a PairsError, an input error: the CLI prints it as one line, not as a traceback."""
+    with pytest.raises(pair_cv.PairsError, match="positives"):
         pair_cv.run_pairs_cv(pairs.with_columns(pl.lit(0, pl.Int8).alias("label")), HashingEncoder(), None, None)
-    with pytest.raises(ValueError, match="folds"):
+    with pytest.raises(pair_cv.PairsError, match="folds"):
         pair_cv.run_pairs_cv(pairs, HashingEncoder(), None, None, folds=9)
+    with pytest.raises(pair_cv.PairsError, match="duplicate pairs"):
+        pair_cv.run_pairs_cv(pl.concat([pairs, pairs.head(1)]), HashingEncoder(), None, None)
 
 
 # --- entity features (spaCy) ------------------------------------------------------------------

@@ -424,3 +424,73 @@ def test_removing_partitions_deletes_their_rows_in_one_go_and_what_the_ui_left(h
     out = capsys.readouterr().out
     assert f"removed 1 partition(s) and 2 row(s) from 1 table(s); not partitions here (rows only): {gone}" in out
     assert "-j meddevkg_job" in out
+
+
+def _two_gold_devices(root: Path) -> Path:
+    root.mkdir()
+    (root / "devices.csv").write_text("fda_id,text\nP100045,sensor\nP2,stent\n")
+    (root / "patents.csv").write_text("pat_id,text\n8157760,sensor\n5480423,stent\n")
+    (root / "gold_links.csv").write_text("fda_id,pat_id\nP100045,8157760\nP2,5480423\n")
+    return root
+
+
+def test_an_unusable_input_ends_the_command_with_one_line_naming_it(tmp_path, monkeypatch, capsys):
+    import polars as pl
+
+    import meddevkg_core.corpus
+
+    monkeypatch.delenv("MEDDEVKG_CORPUS", raising=False)
+    corpus = _two_gold_devices(tmp_path / "corpus")
+    truncated = tmp_path / "truncated"
+    truncated.mkdir()
+    (truncated / "devices.parquet").write_bytes(b"PAR1 cut short")
+    (truncated / "patents.csv").write_text("pat_id,text\n1,stent\n")
+    codes = tmp_path / "codes.parquet"
+    pl.DataFrame({"product_code": ["NVZ"], "review_panel": ["Cardiovascular"]}).write_parquet(codes)
+    run = tmp_path / "run"
+    run.mkdir()
+    pl.DataFrame({"fda_id": ["P2"], "pat_id": ["5480423"], "probability": [0.8], "decision": [True]}
+                 ).write_parquet(run / "links.parquet")
+    missing, out = str(tmp_path / "missing.parquet"), str(tmp_path / "out")
+    cases = {
+        ("run", "--corpus", str(tmp_path / "nowhere"), "--out", out): f"corpus directory {tmp_path}/nowhere does not",
+        ("run", "--corpus", str(truncated), "--out", out): f"{truncated}/devices.parquet: cannot be read: ",
+        ("run", "--corpus", str(corpus), "--out", out, "--fda-pma", missing): f"{missing}: cannot be read as PMA",
+        ("select-devices", "--fda-pma", str(codes), "--product-codes", str(codes), "--benchmark", str(corpus)):
+            f"{codes}: not PMA records",
+        ("company-report", "--corpus", str(corpus), "--fda-pma", missing): f"{missing}: cannot be read as PMA",
+        ("trajectory", "--device", "P2", "--links", str(run), "--fda-pma", missing): f"{missing}: cannot be read",
+        ("ma-discovery", "--device", "P2", "--links", str(run), "--corpus", str(tmp_path / "nowhere")):
+            f"corpus directory {tmp_path}/nowhere does not exist",
+    }
+    for argv, message in cases.items():
+        assert main(list(argv)) == 1, argv
+        err = capsys.readouterr().err
+        assert err.startswith(message) and err.count("\n") == 1, (argv, err)
+    assert not Path(out).exists()
+
+    def unreadable(root):
+        raise PermissionError(13, "Permission denied", f"{root}/devices.csv")
+
+    monkeypatch.setattr(meddevkg_core.corpus, "read_corpus", unreadable)
+    assert main(["run", "--corpus", str(corpus), "--out", out]) == 1
+    assert capsys.readouterr().err == f"{corpus}/devices.csv: Permission denied\n"
+
+    def bug(root):
+        raise ValueError("a fault in the code")
+
+    monkeypatch.setattr(meddevkg_core.corpus, "read_corpus", bug)
+    with pytest.raises(ValueError, match="a fault in the code"):  # keeps its traceback
+        main(["run", "--corpus", str(corpus), "--out", out])
+
+
+def test_a_config_file_that_cannot_be_read_is_named(tmp_path, monkeypatch):
+    import meddevkg_dagster.cli as cli
+
+    corpus = _two_gold_devices(tmp_path / "corpus")
+    monkeypatch.setattr(cli, "load_models", lambda *args: pytest.fail("the config is read before the models"))
+    latin = tmp_path / "latin.json"
+    latin.write_bytes(b'{"candidates": {"note": "caf\xe9"}}')
+    for config in (tmp_path / "missing.json", latin):
+        with pytest.raises(SystemExit, match=f"--config {config}: cannot be read"):
+            main(["run", "--corpus", str(corpus), "--out", str(tmp_path / "out"), "--config", str(config)])

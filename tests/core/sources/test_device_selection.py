@@ -146,3 +146,20 @@ def test_keyword_matching_is_a_case_insensitive_substring():
 def test_originals_are_found_from_either_marker(column):
     frame = FDA.drop("supplement_number", *([c for c in ("is_original", "submission_number") if c != column]))
     assert select_originals(frame)["pma_number"].to_list() == select_originals(FDA)["pma_number"].to_list()
+
+
+def test_main_reads_the_benchmark_devices_in_any_corpus_format_and_names_a_wrong_file(tmp_path):
+    from meddevkg_core.corpus import CorpusError
+
+    FDA.write_parquet(tmp_path / "pma.parquet")
+    CODES.write_parquet(tmp_path / "codes.parquet")
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "devices.csv").write_text(BENCH.with_columns(pl.lit("t").alias("text")).write_csv())
+    report = main_select_devices(tmp_path / "pma.parquet", tmp_path / "codes.parquet", tmp_path / "bench")
+    assert (report["benchmark"], report["overlap"]) == (6, 2)  # as from devices.parquet
+    with pytest.raises(CorpusError, match="codes.parquet: not PMA records"):
+        main_select_devices(tmp_path / "codes.parquet", tmp_path / "codes.parquet", tmp_path / "bench")
+    with pytest.raises(CorpusError, match="missing.parquet: cannot be read as FDA product codes"):
+        main_select_devices(tmp_path / "pma.parquet", tmp_path / "missing.parquet", tmp_path / "bench")
+    with pytest.raises(CorpusError, match="no devices table"):
+        main_select_devices(tmp_path / "pma.parquet", tmp_path / "codes.parquet", tmp_path)
