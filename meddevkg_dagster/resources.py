@@ -238,8 +238,9 @@ class OpenFDAResource(dg.ConfigurableResource):
         return pma_records_to_devices(records)
 
     def selected_originals(self, start, end):
-        """fda_id, decision_date of the originals decided in [start, end] that the paper's
-        cardiovascular selection keeps (device_selection.py)."""
+        """(fda_id, decision_date of the originals decided in [start, end] that the paper's
+        cardiovascular selection keeps (device_selection.py), the records of the poll that failed
+        validation: schemas.REJECTED_RECORDS, for the caller to report)."""
         import polars as pl
 
         from meddevkg_core.sources.device_selection import select_originals
@@ -247,8 +248,9 @@ class OpenFDAResource(dg.ConfigurableResource):
 
         with self.client() as client:
             records = list(client.search_pma(decision_date_search(start, end)))
-        originals = pma_records_to_devices(records).originals
-        return select_originals(originals).select(pl.col("pma_number").alias("fda_id"), "decision_date")
+        read = pma_records_to_devices(records)
+        selected = select_originals(read.originals).select(pl.col("pma_number").alias("fda_id"), "decision_date")
+        return selected, read.rejected
 
 
 class SourcesResource(dg.ConfigurableResource):

@@ -46,10 +46,16 @@ def new_pma_sensor(context: dg.SensorEvaluationContext, openfda: OpenFDAResource
     today = date.today()
     cursor = RefreshCursor.model_validate_json(context.cursor) if context.cursor else initial_cursor(today)
     statuses = {b.run_key: s for b in cursor.pending if (s := _run_status(context.instance, b.run_key))}
-    found = openfda.selected_originals(cursor.since, today)
+    found, rejected = openfda.selected_originals(cursor.since, today)
+    # A malformed record cannot be selected or stored (it names no partition it could be quarantined in):
+    # it is logged at every tick whose window holds it. It does not hold the cursor: openFDA may never
+    # correct it, and every later approval would wait; once corrected, `meddevkg partitions --add-devices`.
+    for key, reason in rejected.select("record_key", "reason").iter_rows():
+        context.log.warning(f"openFDA record {key} failed validation, not considered: {reason}")
     known = set(context.instance.get_dynamic_partitions(pma_devices.name))
     plan = plan_refresh(cursor, found, known, statuses)
-    context.log.info(f"openFDA: {found.height} selected original(s) decided {cursor.since}..{today}; "
+    invalid = f"; {rejected.height} record(s) failed validation (see the tick's log)" if rejected.height else ""
+    context.log.info(f"openFDA: {found.height} selected original(s) decided {cursor.since}..{today}{invalid}; "
                      f"{len(plan.add_keys)} new, {len(plan.completed)} batch(es) done, "
                      f"{len(plan.cursor.pending)} pending; since -> {plan.cursor.since}")
     # A batch's keys were added in one request, so they are neighbours in the instance's order.
@@ -59,7 +65,7 @@ def new_pma_sensor(context: dg.SensorEvaluationContext, openfda: OpenFDAResource
         run_requests=requests,
         dynamic_partitions_requests=[pma_devices.build_add_request(plan.add_keys)] if plan.add_keys else [],
         cursor=plan.cursor.model_dump_json(),
-        skip_reason=None if requests else f"no new approvals since {plan.cursor.since}",
+        skip_reason=None if requests else f"no new approvals since {plan.cursor.since}{invalid}",
     )
 
 

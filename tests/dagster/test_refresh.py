@@ -79,6 +79,25 @@ def test_one_tick_adds_the_new_approvals_and_requests_one_run_then_nothing(openf
     assert second.cursor == first.cursor
 
 
+def test_a_malformed_record_in_the_poll_is_logged_with_its_reason(fake_source, monkeypatch, capsys):
+    monkeypatch.setenv("MEDDEVKG_REFRESH_SINCE", "2026-11-01")
+    fake_source.route(PATH, _serve([*RECORDS, _record("P260003", "2026-13-45"), _record("P26-004", "2026-11-06")]))
+    openfda = OpenFDAResource(base_url=fake_source.url, requests_per_minute=60_000, timeout=0.5)
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("pma_devices", ["P250050", "P260001", "P260002"])
+
+    tick = new_pma_sensor(dg.build_sensor_context(instance=instance,
+                                                  resources={"openfda": openfda, "sources": OPENFDA_SOURCE}))
+
+    assert tick.run_requests == [] and json.loads(tick.cursor)["since"] == "2026-11-01"
+    assert tick.skip_reason.skip_message == (
+        "no new approvals since 2026-11-01; 2 record(s) failed validation (see the tick's log)")
+    log = capsys.readouterr().err
+    assert "openFDA record openfda device/pma#5:P260003 failed validation, not considered: unparseable " \
+           "decision_date '2026-13-45'" in log
+    assert "#6:P26-004 failed validation, not considered: pma_number 'P26-004' is not a PMA number" in log
+
+
 def test_with_the_corpus_as_device_source_the_sensor_skips_without_polling(openfda, fake_source):
     # Its approvals would become partitions pma_documents cannot find in the corpus: runs failing forever.
     instance = dg.DagsterInstance.ephemeral()
