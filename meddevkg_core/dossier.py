@@ -22,8 +22,14 @@ from pathlib import Path
 import polars as pl
 
 from meddevkg_core import schemas
-from meddevkg_core.corpus import Corpus, CorpusError
-from meddevkg_core.sources.pma_records import canonical_pma, supplements_from_pma
+from meddevkg_core.corpus import Corpus, CorpusError, TableRead
+from meddevkg_core.sources.pma_records import (
+    canonical_pma,
+    frame_records,
+    openfda_named,
+    pma_number_in,
+    pma_records_to_devices,
+)
 
 
 def device_dossiers(devices: pl.DataFrame, supplements: pl.DataFrame) -> dict[str, str]:
@@ -46,10 +52,22 @@ def supplements_of(supplements: pl.DataFrame, fda_ids: Sequence[str]) -> pl.Data
         "fda_id", "supplement_number")
 
 
-def read_supplements(path: str | Path, fda_ids: Sequence[str] | None = None) -> pl.DataFrame:
+def load_supplements(path: str | Path, fda_ids: Sequence[str] | None = None) -> TableRead:
     """The supplements in an FDA PMA records file (fdadata_pma.parquet, or a Parquet/CSV table in
-    openFDA field names), of these devices only when `fda_ids` is given."""
-    return supplements_from_pma(read_pma_records(path, fda_ids))
+    openFDA field names), of these devices only when `fda_ids` is given, and the records of theirs
+    that fail the validation openFDA's records get (pma_records_to_devices: a bad PMA number or date,
+    conflicting copies), keyed by their row in the file."""
+    path = Path(path)
+    frame = openfda_named(read_pma_file(path)).with_row_index("__row__")
+    if fda_ids is not None:  # chosen before the rows are cleaned one by one: the national file has 55K
+        frame = frame.filter(pma_number_in(fda_ids))
+    read = pma_records_to_devices(frame_records(frame), source=path.name, row_numbers=frame["__row__"].to_list())
+    return TableRead(read.supplements, read.rejected)
+
+
+def read_supplements(path: str | Path, fda_ids: Sequence[str] | None = None) -> pl.DataFrame:
+    """The valid supplements of `load_supplements`; use it to see what was quarantined."""
+    return load_supplements(path, fda_ids).valid
 
 
 def read_pma_file(path: str | Path) -> pl.DataFrame:
@@ -70,13 +88,15 @@ def read_pma_records(path: str | Path, fda_ids: Sequence[str] | None = None) -> 
     """An FDA PMA records file (`read_pma_file`) as `canonical_pma` rows (originals and supplements),
     of these devices only when `fda_ids` is given."""
     records = canonical_pma(read_pma_file(path))
-    if fda_ids is not None:  # chosen before the rows are cleaned one by one: the national file has 55K
-        records = records.filter(pl.col("pma_number").is_in(pl.Series(list(fda_ids), dtype=pl.String).implode()))
+    if fda_ids is not None:
+        records = records.filter(pma_number_in(fda_ids))
     return records
 
 
 def with_supplements(corpus: Corpus, fda_pma: str | Path | None) -> Corpus:
-    """The corpus with its devices' supplements from an FDA PMA records file (unchanged without one)."""
+    """The corpus with its devices' supplements from an FDA PMA records file (unchanged without one);
+    the devices' records that fail validation join the corpus's rejected rows."""
     if fda_pma is None:
         return corpus
-    return replace(corpus, supplements=read_supplements(fda_pma, corpus.devices["fda_id"].to_list()))
+    read = load_supplements(fda_pma, corpus.devices["fda_id"].to_list())
+    return replace(corpus, supplements=read.valid, rejected=pl.concat([corpus.rejected, read.rejected]))

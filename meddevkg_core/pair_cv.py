@@ -750,7 +750,7 @@ def main_pairs_cv(pairs_path: str, out: str, cross_encoder: str | None, device: 
     `embedding_model` is an embeddings.load_embedding_model setting (None: the packaged MiniLM);
     split packaged models are assembled under `models_dir` (default packaged_models.default_models_dir())."""
     from meddevkg_core.cross_encoder import load_cross_encoder
-    from meddevkg_core.dossier import device_dossiers, read_supplements
+    from meddevkg_core.dossier import device_dossiers, load_supplements
     from meddevkg_core.embeddings import HashingEncoder, load_embedding_model
     from meddevkg_core.entities import load_spacy_pipeline
     from meddevkg_core.ontology import load_meddevonto
@@ -770,10 +770,13 @@ def main_pairs_cv(pairs_path: str, out: str, cross_encoder: str | None, device: 
     dossiers, dossier_input = None, {"fda_pma": None}
     if fda_pma is not None:
         devices = read.pairs.select("fda_id", pl.col("device_text").alias("text")).unique("fda_id", keep="first")
-        supplements = read_supplements(fda_pma, devices["fda_id"].to_list())
+        fda = load_supplements(fda_pma, devices["fda_id"].to_list())
+        supplements = fda.valid
         dossiers = device_dossiers(devices, supplements)
         dossier_input = {"fda_pma": str(fda_pma), "supplements": supplements.height,
-                         "devices_with_supplements": supplements["fda_id"].n_unique(), "devices": devices.height}
+                         "devices_with_supplements": supplements["fda_id"].n_unique(), "devices": devices.height,
+                         "fda_pma_quarantined": fda.rejected.height,
+                         "fda_pma_quarantine_examples": fda.rejected.head(5).to_dicts()}
     try:
         result = run_pairs_cv(read.pairs, encoder, nlp, ontology, scorer, folds, seed, repeats=repeats,
                               cross_encoder_cfg=ce_cfg, dossiers=dossiers)

@@ -17,10 +17,10 @@ from pydantic import Field
 
 from meddevkg_core.companies import CompanyResolver
 from meddevkg_core.config import CrossEncoderConfig, PipelineConfig, parse_pipeline_config
-from meddevkg_core.corpus import Corpus, read_corpus
+from meddevkg_core.corpus import Corpus, TableRead, read_corpus
 from meddevkg_core.cross_encoder import PairScorer, load_cross_encoder
 from meddevkg_core.demo import demo_corpus_dir
-from meddevkg_core.dossier import read_supplements
+from meddevkg_core.dossier import load_supplements
 from meddevkg_core.embeddings import EmbeddingCache, Encoder, load_embedding_model
 from meddevkg_core.home import home_dir
 from meddevkg_core.packaged_models import default_models_dir
@@ -77,14 +77,15 @@ class CorpusResource(dg.ConfigurableResource):
         root = Path(self.path).resolve()
         return _read_corpus_cached(str(root), _stamp(root))
 
-    def supplements(self, fda_ids: list[str]) -> pl.DataFrame | None:
-        """These devices' supplements from `fda_pma_path`, or None when it is unset."""
+    def supplements(self, fda_ids: list[str]) -> TableRead | None:
+        """These devices' supplements from `fda_pma_path` with their records that failed validation, or
+        None when it is unset."""
         if not self.fda_pma_path:
             return None
         path = Path(self.fda_pma_path)
         if not path.is_file():
             raise dg.Failure(f"MEDDEVKG_FDA_PMA={self.fda_pma_path!r}: no such file")
-        return read_supplements(path, fda_ids)  # only these devices' rows are cleaned: 0.02 s for one
+        return load_supplements(path, fda_ids)  # only these devices' rows are cleaned: 0.02 s for one
 
     def resolver(self) -> CompanyResolver:
         """Shipped aliases, deals and alliances, plus any the corpus directory brings (e.g. the demo's deal)."""
@@ -241,7 +242,6 @@ class OpenFDAResource(dg.ConfigurableResource):
         """(fda_id, decision_date of the originals decided in [start, end] that the paper's
         cardiovascular selection keeps (device_selection.py), the records of the poll that failed
         validation: schemas.REJECTED_RECORDS, for the caller to report)."""
-        import polars as pl
 
         from meddevkg_core.sources.device_selection import select_originals
         from meddevkg_core.sources.openfda import decision_date_search, pma_records_to_devices

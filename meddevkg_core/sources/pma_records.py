@@ -16,16 +16,19 @@ device reads the same whichever source delivered it (DATA_SOURCES.md §1):
   "PROS SIS", "THEIR" -> "IR"); that corruption is *not* reproduced.
 - Malformed records (not an object, no or bad pma_number, unparseable decision_date, a field that
   is not text, bytes that are not UTF-8) are quarantined with a reason naming the record.
-- Duplicate originals keep the latest decision_date, ties broken by the lexicographically greatest
-  canonical record JSON, so the result does not depend on input order. Identical copies (paging
-  overlap) are only counted; conflicting copies are quarantined as superseded.
+- Duplicate originals, and duplicate supplements (same PMA and supplement number), keep the latest
+  decision_date, ties broken by the lexicographically greatest canonical record JSON, so the result
+  does not depend on input order. Identical copies (paging overlap) are only counted; conflicting
+  copies are quarantined as superseded.
+- A PMA records file (fdadata's copy of pma.zip, or a table in openFDA names) is validated the same
+  way, its rows read as the API's records (`frame_records`).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import date, datetime
 from typing import Any, NamedTuple
 
@@ -143,14 +146,37 @@ def _reject(source: str, index: int, key: str, reason: str, record: object) -> d
             "record": _payload(record)}
 
 
-def pma_records_to_devices(records: Iterable[object], source: str = "openfda device/pma") -> PmaDevices:
-    """Validate raw PMA records (dicts in openFDA field names) into devices, quarantine and counts."""
+_Held = tuple[tuple[date, str], int, dict[str, Any], object]  # (rank, position, row, record)
+
+
+def pma_records_to_devices(records: Iterable[object], source: str = "openfda device/pma", *,
+                           row_numbers: Sequence[int] | None = None) -> PmaDevices:
+    """Validate raw PMA records (dicts in openFDA field names) into devices, quarantine and counts.
+
+    `row_numbers`: each record's row in the file it was read from, for the quarantine's keys (default:
+    its position in `records`)."""
     counts = dict.fromkeys(("records", "supplements", "originals", "duplicates", "superseded", "rejected",
                             "devices"), 0)
     rejected: list[dict[str, str]] = []
-    supplements: list[tuple[dict[str, Any], str]] = []
-    best: dict[str, tuple[tuple[date, str], int, dict[str, Any], object]] = {}
-    for index, record in enumerate(records):
+    best: dict[str, _Held] = {}
+    best_supplements: dict[tuple[str, str], _Held] = {}
+
+    def keep_latest(held: dict[Any, _Held], key: Any, candidate: _Held, pma: str, what: str) -> None:
+        """The latest decision_date, then the greatest record JSON, of the records sharing a key."""
+        kept = held.get(key)
+        if kept is None:
+            held[key] = candidate
+        elif candidate[0][1] == kept[0][1]:
+            counts["duplicates"] += 1  # the same record twice (paging overlap): nothing lost
+        else:
+            keep, drop = (kept, candidate) if kept[0] > candidate[0] else (candidate, kept)
+            held[key] = keep
+            counts["superseded"] += 1
+            rejected.append(_reject(source, drop[1], pma, f"duplicate {what}: superseded by record #{keep[1]} "
+                                    "(kept: latest decision_date, then greatest record JSON)", drop[3]))
+
+    for position, record in enumerate(records):
+        index = row_numbers[position] if row_numbers is not None else position
         counts["records"] += 1
         if not isinstance(record, dict):
             rejected.append(_reject(source, index, "", f"record is a {type(record).__name__}, not a JSON object",
@@ -177,8 +203,10 @@ def pma_records_to_devices(records: Iterable[object], source: str = "openfda dev
                 rejected.append(_reject(source, index, pma, f"supplement {supplement[:20]}: " + "; ".join(problems),
                                         record))
             else:
-                supplements.append((supplement_row(pma, supplement, decided, values["trade_name"],
-                                                   values["ao_statement"]), _canonical(record)))
+                row = supplement_row(pma, supplement, decided, values["trade_name"], values["ao_statement"])
+                keep_latest(best_supplements, (pma, supplement), ((decided or date.min, _canonical(record)), index,
+                                                                  row, record),
+                            pma, f"supplement {supplement} of {pma}")
             continue
         row = {**values, "pma_number": pma, "supplement_number": None, "decision_date": decided}
         if not problems and not device_text(row["generic_name"], row["trade_name"], row["ao_statement"]):
@@ -187,25 +215,16 @@ def pma_records_to_devices(records: Iterable[object], source: str = "openfda dev
             rejected.append(_reject(source, index, pma, "; ".join(problems), record))
             continue
         counts["originals"] += 1
-        rank = (decided or date.min, _canonical(record))
-        held = best.get(pma)
-        if held is None:
-            best[pma] = (rank, index, row, record)
-            continue
-        if rank[1] == held[0][1]:
-            counts["duplicates"] += 1  # the same record twice (paging overlap): nothing lost
-            continue
-        keep, drop = (best[pma], (rank, index, row, record)) if held[0] > rank else ((rank, index, row, record), held)
-        best[pma] = keep
-        counts["superseded"] += 1
-        rejected.append(_reject(source, drop[1], pma, f"duplicate original of {pma}: superseded by record "
-                                f"#{keep[1]} (kept: latest decision_date, then greatest record JSON)", drop[3]))
+        keep_latest(best, pma, ((decided or date.min, _canonical(record)), index, row, record), pma,
+                    f"original of {pma}")
     originals = pl.DataFrame([best[k][2] for k in sorted(best)], schema=PMA) if best else schemas.empty(PMA)
     devices = devices_from_pma(originals)
+    supplements = (pl.DataFrame([best_supplements[k][2] for k in sorted(best_supplements)], schema=schemas.SUPPLEMENTS)
+                   if best_supplements else schemas.empty(schemas.SUPPLEMENTS))
     counts["rejected"], counts["devices"] = len(rejected), devices.height
     rejected_frame = (pl.DataFrame(rejected, schema=schemas.REJECTED_RECORDS) if rejected
                       else schemas.empty(schemas.REJECTED_RECORDS))
-    return PmaDevices(devices, rejected_frame, counts, originals, _supplements_frame(supplements))
+    return PmaDevices(devices, rejected_frame, counts, originals, supplements)
 
 
 def supplement_row(pma: str, supplement: str, decided: date | None, trade_name: str | None,
@@ -214,28 +233,6 @@ def supplement_row(pma: str, supplement: str, decided: date | None, trade_name: 
     return {"fda_id": pma, "supplement_number": supplement, "decision_date": decided,
             "trade_name": clean_text(trade_name) or None,
             "statement": _BOILERPLATE.sub("", clean_text(ao_statement)) or None}
-
-
-def _supplements_frame(rows: list[tuple[dict[str, Any], str]]) -> pl.DataFrame:
-    """One row per (PMA number, supplement number): copies of a key keep the latest decision date,
-    then the greatest record JSON, so the result does not depend on input order."""
-    if not rows:
-        return schemas.empty(schemas.SUPPLEMENTS)
-    frame = pl.DataFrame([row for row, _ in rows], schema=schemas.SUPPLEMENTS).with_columns(
-        pl.Series("_record", [record for _, record in rows], pl.String))
-    return (frame.sort("fda_id", "supplement_number", "decision_date", "_record",
-                       descending=[False, False, True, True], nulls_last=True)
-            .unique(["fda_id", "supplement_number"], keep="first", maintain_order=True).drop("_record"))
-
-
-def supplements_from_pma(frame: pl.DataFrame) -> pl.DataFrame:
-    """The supplements of a PMA-schema frame (`canonical_pma`, e.g. fdadata's copy of pma.zip) as
-    SUPPLEMENTS rows, every one kept: a caller selects its devices' rows by PMA number. Raw API
-    records go through `pma_records_to_devices` instead, which quarantines malformed ones."""
-    df = frame.filter(pl.col("supplement_number").is_not_null())
-    rows = [(supplement_row(r["pma_number"], r["supplement_number"], r["decision_date"], r["trade_name"],
-                            r["ao_statement"]), "") for r in df.iter_rows(named=True)]
-    return _supplements_frame(rows)
 
 
 def devices_from_pma(originals: pl.DataFrame) -> pl.DataFrame:
@@ -254,8 +251,8 @@ def devices_from_pma(originals: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(out, schema=schemas.DEVICES) if out else schemas.empty(schemas.DEVICES)
 
 
-def canonical_pma(frame: pl.DataFrame) -> pl.DataFrame:
-    """An fdadata_pma frame or openFDA-named frame -> PMA schema (originals have a null supplement).
+def openfda_named(frame: pl.DataFrame) -> pl.DataFrame:
+    """An fdadata_pma frame or openFDA-named frame with openFDA's names, values as written.
 
     fdadata names (sponsor, device, panel_code, date_decision, approval_order_statement) are mapped
     to openFDA's; `pma_number`/`supplement_number` are derived from `submission_number` when absent.
@@ -270,7 +267,28 @@ def canonical_pma(frame: pl.DataFrame) -> pl.DataFrame:
     elif "supplement_number" not in df.columns:  # only the flag: any non-empty marker means supplement
         df = df.with_columns(pl.when(pl.col("is_original")).then(None).otherwise(pl.lit("supplement"))
                              .alias("supplement_number"))
-    df = df.with_columns(
+    return df
+
+
+def pma_number_in(fda_ids: Sequence[str]) -> pl.Expr:
+    """The rows of an `openfda_named` frame that are records of these devices (PMA numbers)."""
+    return pl.col("pma_number").cast(pl.String).str.strip_chars().str.to_uppercase().is_in(
+        pl.Series(list(fda_ids), dtype=pl.String).implode())
+
+
+def frame_records(frame: pl.DataFrame) -> list[dict[str, Any]]:
+    """The rows of an `openfda_named` frame as raw records for `pma_records_to_devices`, a typed
+    date as its ISO text (as the API sends it)."""
+    if "decision_date" in frame.columns and frame.schema["decision_date"] != pl.String:
+        frame = frame.with_columns(pl.col("decision_date").cast(pl.Date).cast(pl.String))
+    return frame.select(c for c in _FIELDS if c in frame.columns).to_dicts()
+
+
+def canonical_pma(frame: pl.DataFrame) -> pl.DataFrame:
+    """An fdadata_pma frame or openFDA-named frame -> PMA schema (originals have a null supplement),
+    named by `openfda_named`; dates that fit no format are null here: `pma_records_to_devices`
+    validates."""
+    df = openfda_named(frame).with_columns(
         pl.col("pma_number").cast(pl.String).str.strip_chars().str.to_uppercase(),
         pl.col("supplement_number").cast(pl.String).str.strip_chars().replace("", None),
     )

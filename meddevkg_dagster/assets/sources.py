@@ -72,12 +72,13 @@ def pma_documents(context: dg.AssetExecutionContext, corpus: CorpusResource, sou
             devices = loaded.devices
             require_known(keys, devices["fda_id"], f"corpus at {corpus.path}")
             out = only_devices(devices, keys)
-            quarantine = schemas.empty(schemas.REJECTED_RECORDS)  # corpus rows: see rejected_records
             repaired = repair_counts(loaded.text_repairs.filter(pl.col("fda_id").is_in(out["fda_id"].implode())))
             counts = {"devices_in_corpus": devices.height,  # texts whose lost "the"s were put back (text_repair)
                       "texts_repaired": repaired["devices"], "words_restored": repaired["words"]}
-            supplements = corpus.supplements(out["fda_id"].to_list())
-            supplements = schemas.empty(schemas.SUPPLEMENTS) if supplements is None else supplements
+            fda = corpus.supplements(out["fda_id"].to_list())
+            supplements = schemas.empty(schemas.SUPPLEMENTS) if fda is None else fda.valid
+            # Corpus rows: see rejected_records; the MEDDEVKG_FDA_PMA records of these devices that failed are here.
+            quarantine = schemas.empty(schemas.REJECTED_RECORDS) if fda is None else fda.rejected
     yield dg.Output(out, output_name="pma_documents", metadata=table_metadata(
         out, source=source, seconds=t["seconds"], **counts))
     yield dg.Output(quarantine, output_name="pma_quarantine", metadata=table_metadata(quarantine, source=source))

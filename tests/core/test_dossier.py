@@ -13,7 +13,7 @@ from meddevkg_core import schemas
 from meddevkg_core.candidates import generate_candidates
 from meddevkg_core.config import PipelineConfig
 from meddevkg_core.corpus import Corpus, CorpusError
-from meddevkg_core.dossier import device_dossiers, read_supplements, supplements_of, with_supplements
+from meddevkg_core.dossier import device_dossiers, load_supplements, read_supplements, supplements_of, with_supplements
 from meddevkg_core.ontology import load_meddevonto
 from meddevkg_core.pipeline import stage2_inputs
 
@@ -57,11 +57,36 @@ def test_supplements_are_read_from_fda_pma_records(tmp_path: Path):
               ("P100001/S001", "2012-01-01", "STENT", "CHANGE IN THE STERILIZATION PROCESS."),
               ("BAD-NUMBER/S001", "2012-01-01", "X", "Y")]).write_parquet(path)
     every = read_supplements(path)
-    assert every.schema == schemas.SUPPLEMENTS and every.height == 4  # every supplement; the original is not one
+    assert every.schema == schemas.SUPPLEMENTS and every.height == 3  # the original is not one, BAD-NUMBER not valid
     mine = read_supplements(path, ["P130026"])
     assert mine.rows() == [("P130026", "S001", date(2015, 2, 1), "TACTICATH QUARTZ", "A NEW DISTAL TIP ADHESIVE."),
                            ("P130026", "S002", date(2016, 5, 1), None, None)]
     assert supplements_of(every, ["P100001"])["statement"].to_list() == ["CHANGE IN THE STERILIZATION PROCESS."]
+
+
+def test_records_of_the_devices_that_fail_validation_are_quarantined_and_reach_the_corpus(tmp_path: Path):
+    path = tmp_path / "pma.csv"  # dates as text, as a CSV holds them
+    path.write_text("submission_number,date_decision,device,approval_order_statement\n"
+                    "P100001,2010-01-05,STENT,APPROVAL FOR THE STENT.\n"
+                    "P100001/S001,2099-13-45,STENT,A NEW COATING.\n"
+                    "P100001/S002,2011-01-01,STENT,A NEW SUPPLIER.\n"
+                    "P100001/S002,2012-01-01,STENT,CONFLICTING STATEMENT.\n"
+                    "P100001/S003,2012-06-01,STENT,A NEW LABEL.\n"
+                    "P200002/S001,0000-00-00,OTHER,NOT OF THESE DEVICES.\n")
+    read = load_supplements(path, ["P100001"])
+    assert read.valid.select("supplement_number", "statement").rows() == [("S002", "CONFLICTING STATEMENT."),
+                                                                          ("S003", "A NEW LABEL.")]
+    reasons = dict(zip(read.rejected["record_key"], read.rejected["reason"], strict=True))
+    assert reasons == {
+        "pma.csv#1:P100001": "supplement S001: unparseable decision_date '2099-13-45' (want YYYY-MM-DD or YYYYMMDD)",
+        "pma.csv#2:P100001": "duplicate supplement S002 of P100001: superseded by record #3 (kept: latest "
+                             "decision_date, then greatest record JSON)"}
+    corpus = with_supplements(Corpus(DEVICES, schemas.empty(schemas.PATENTS), schemas.empty(schemas.GOLD_LINKS),
+                                     schemas.empty(schemas.LABELED_PAIRS), schemas.empty(schemas.REJECTED_RECORDS)),
+                              path)
+    assert corpus.supplements.equals(read.valid)  # P200002's one supplement is not valid either
+    assert corpus.rejected["record_key"].to_list() == ["pma.csv#1:P100001", "pma.csv#2:P100001",
+                                                       "pma.csv#5:P200002"]  # run writes them to rejected_records
 
 
 def test_a_file_that_is_not_pma_records_is_an_error_naming_it(tmp_path: Path):

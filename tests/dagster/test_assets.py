@@ -205,15 +205,18 @@ def test_fda_supplements_make_the_dossier_score_only_when_configured(harness, tm
     assert harness.table("candidate_pool")["granted_after_last_decision"].is_nan().all()  # nor decision years
 
     fda = tmp_path / "pma.parquet"  # fdadata_pma's own columns, a supplement of the first device only
-    pl.DataFrame({"submission_number": [keys[0], f"{keys[0]}/S001", "P999999/S001"],
-                  "date_decision": ["2020-01-01", "2021-01-01", "2021-01-01"],
-                  "device": ["X", "NEW MODEL", "Y"],
-                  "approval_order_statement": ["original", "A new balloon catheter shaft material.", "other"]}
+    pl.DataFrame({"submission_number": [keys[0], f"{keys[0]}/S001", "P999999/S001", f"{keys[0]}/S002"],
+                  "date_decision": ["2020-01-01", "2021-01-01", "2021-01-01", "2021-13-01"],
+                  "device": ["X", "NEW MODEL", "Y", "Z"],
+                  "approval_order_statement": ["original", "A new balloon catheter shaft material.", "other", "bad"]}
                  ).write_parquet(fda)
     harness.resources["corpus"] = CorpusResource(path=str(harness.corpus), fda_pma_path=str(fda))
     result = harness.materialize(partition_range=(keys[0], keys[-1]))
     assert result.success
     assert harness.table("pma_supplements").select("fda_id", "supplement_number").rows() == [(keys[0], "S001")]
+    assert harness.table("pma_quarantine").select("record_key", "reason").rows() == [  # under its device
+        (f"pma.parquet#3:{keys[0]}", "supplement S002: unparseable decision_date '2021-13-01' (want YYYY-MM-DD or "
+                                     "YYYYMMDD)")]
     pool = harness.table("candidate_pool")
     assert pool["dossier_lexical"].is_not_nan().all()
     first, rest = pool.filter(pl.col("fda_id") == keys[0]), pool.filter(pl.col("fda_id") != keys[0])

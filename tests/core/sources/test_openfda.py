@@ -260,6 +260,23 @@ def test_duplicates_resolve_the_same_whatever_the_order():
     assert kept["decision_date"] == date(2012, 5, 5) and kept["trade_name"] == "Z"
 
 
+def test_conflicting_supplement_copies_are_quarantined_whatever_the_order():
+    records = [_record("P100001", "S001", "2012-05-05", trade_name="A"), _record("P100001", "S001", "2012-05-05"),
+               _record("P100001", "S001", "2010-01-01", trade_name="Z"), _record("P100001", "S002")]
+    outcomes = set()
+    for seed in range(6):
+        shuffled = records[:]
+        random.Random(seed).shuffle(shuffled)
+        result = pma_records_to_devices([*shuffled, records[1]])  # and a copy of the one kept: only counted
+        assert result.supplements.height == 2 and result.counts["superseded"] == 2 and result.counts["duplicates"] == 1
+        assert set(result.rejected["reason"].str.extract(r"^(duplicate supplement S001 of P100001): ")) == {
+            "duplicate supplement S001 of P100001"}
+        outcomes.add(result.supplements.write_json())
+    assert len(outcomes) == 1
+    kept = pma_records_to_devices(records).supplements.row(0, named=True)
+    assert kept["decision_date"] == date(2012, 5, 5) and kept["trade_name"] == "Minima Stent System P100001"
+
+
 def test_device_text_follows_the_paper_without_its_the_deletion():
     text = device_text("replacement Heart-valve", "EDWARDS PRIMA PLUS STENTLESS BIOPROSTHESIS MODEL 2500P",
                        "APPROVAL FOR THE EDWARDS PRIMA(TM) PLUS STENTLESS BIOPROSTHESIS MODEL 2500P, SIZES 21, 23 "
