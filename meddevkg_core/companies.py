@@ -26,6 +26,7 @@ from rapidfuzz import fuzz, process
 
 from meddevkg_core import schemas
 from meddevkg_core.applications import grant_years
+from meddevkg_core.corpus import CorpusError, TableRead, find_table, read_raw
 from meddevkg_core.device_activity import LAST_DECISION_DATE
 
 MatchKind = Literal["same", "acquired", "acquirer", "former_owner", "partner"]
@@ -232,6 +233,8 @@ class CompanyResolver:
     fuzzy_min_length: int = 6
     former_owners: bool = True
     alliances: tuple[Alliance, ...] = ()
+    rejected: pl.DataFrame = field(default_factory=lambda: schemas.empty(schemas.REJECTED_RECORDS), repr=False)
+    """Rows of the corpus's own company tables quarantined with their reason (`read_company_tables`)."""
     canonical: frozenset[str] = field(init=False)
     _choices: tuple[str, ...] = field(init=False, repr=False)
     _reach: Mapping[str, tuple[Reach, ...]] = field(init=False, repr=False)
@@ -286,20 +289,15 @@ class CompanyResolver:
     @classmethod
     def for_corpus(cls, corpus_dir: Path | str, fuzzy_cutoff: float = 92.0, former_owners: bool = True
                    ) -> CompanyResolver:
-        """Shipped tables plus a corpus directory's own `aliases.csv` / `acquisitions.csv` /
-        `alliances.csv`, if any."""
-        root = Path(corpus_dir)
-        extra = {name: root / f"{name}.csv" for name in ("aliases", "acquisitions", "alliances")}
-        if not any(path.is_file() for path in extra.values()):
+        """Shipped tables plus a corpus directory's own `aliases` / `acquisitions` / `alliances`
+        tables, if any (`read_company_tables`); the rows quarantined from them are `rejected`."""
+        extra = read_company_tables(corpus_dir)
+        if extra is None:
             return cls.default(fuzzy_cutoff).with_former_owners(former_owners)
-        aliases, deals, alliances = aliases_frame(), acquisitions_frame(), alliances_frame()
-        if extra["aliases"].is_file():
-            aliases = pl.concat([aliases, schemas.conform(_read_csv(extra["aliases"].read_bytes()), ALIASES)])
-        if extra["acquisitions"].is_file():
-            deals = pl.concat([deals, _acquisitions(_read_csv(extra["acquisitions"].read_bytes()))])
-        if extra["alliances"].is_file():
-            alliances = pl.concat([alliances, _alliances(_read_csv(extra["alliances"].read_bytes()))])
-        return cls.from_frames(aliases, deals, fuzzy_cutoff, alliances).with_former_owners(former_owners)
+        resolver = cls.from_frames(pl.concat([aliases_frame(), extra.aliases]),
+                                   pl.concat([acquisitions_frame(), extra.acquisitions]), fuzzy_cutoff,
+                                   pl.concat([alliances_frame(), extra.alliances]))
+        return replace(resolver, former_owners=former_owners, rejected=extra.rejected)
 
     @classmethod
     def from_frames(
@@ -535,47 +533,136 @@ def _deal_key(deal: Deal) -> tuple[date, str, str]:
     return deal.close_date, deal.acquirer, deal.acquired
 
 
-# --------------------------------------------------------------------------- shipped tables
+# --------------------------------------------------------------------------- shipped and corpus tables
 
 
-def _read_csv(data: bytes) -> pl.DataFrame:
-    return pl.read_csv(data, infer_schema=False)
+# A company table: its schema and the columns every row needs (README, "Another corpus").
+_TABLES: dict[str, tuple[pl.Schema, tuple[str, ...]]] = {
+    "aliases": (ALIASES, ("alias", "canonical")),
+    "acquisitions": (schemas.ACQUISITIONS, ("acquirer", "acquired", "close_date")),
+    "alliances": (schemas.ALLIANCES, ("company_a", "company_b", "start_date")),
+}
 
 
-def _read_shipped(name: str) -> pl.DataFrame:
-    return _read_csv((resources.files("meddevkg_core") / "data" / "companies" / name).read_bytes())
+@dataclass(frozen=True)
+class CompanyTables:
+    """A corpus directory's own company tables, valid rows only, and the rows quarantined from them."""
+
+    aliases: pl.DataFrame  # ALIASES
+    acquisitions: pl.DataFrame  # schemas.ACQUISITIONS
+    alliances: pl.DataFrame  # schemas.ALLIANCES
+    rejected: pl.DataFrame  # schemas.REJECTED_RECORDS
 
 
-def _acquisitions(df: pl.DataFrame) -> pl.DataFrame:
-    """ISO close dates -> schemas.ACQUISITIONS (an unparsable date is an error, not a silent null)."""
-    return schemas.conform(df.with_columns(pl.col("close_date").str.to_date("%Y-%m-%d")), schemas.ACQUISITIONS)
+def read_company_tables(corpus_dir: Path | str) -> CompanyTables | None:
+    """The corpus's `aliases`, `acquisitions` and `alliances` tables (each .parquet, .csv or .jsonl,
+    as the corpus reader finds them), or None when the directory has none of them.
+
+    A row missing a required value is quarantined with its reason. A file without a required
+    column, with a date that is not YYYY-MM-DD, or with text that is not UTF-8 is a CorpusError
+    naming it: its rows cannot be read as the table's.
+    """
+    root = Path(corpus_dir)
+    paths = {table: find_table(root, table) for table in _TABLES}
+    if not any(paths.values()):
+        return None
+    reads = {table: _read_corpus_table(path, table) if path is not None
+             else TableRead(schemas.empty(_TABLES[table][0]), schemas.empty(schemas.REJECTED_RECORDS))
+             for table, path in paths.items()}
+    return CompanyTables(reads["aliases"].valid, reads["acquisitions"].valid, reads["alliances"].valid,
+                         pl.concat([read.rejected for read in reads.values()]))
+
+
+def _read_corpus_table(path: Path, table: str) -> TableRead:
+    if path.suffix != ".parquet":  # read_raw replaces bad bytes: a name with one would be another company
+        _require_utf8(path)
+    return _company_table(read_raw(path), table, path)
+
+
+def _require_utf8(path: Path) -> None:
+    data = path.read_bytes()
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise CorpusError(f"{path}: line {line}: bytes that are not UTF-8 ({data[exc.start:exc.end]!r}); "
+                          "save the file as UTF-8") from exc
+
+
+def _company_table(raw: pl.DataFrame, table: str, where: Path | str) -> TableRead:
+    """Text columns -> the table's schema; rows missing a required value are quarantined."""
+    schema, required = _TABLES[table]
+    if raw.width == 0:
+        return TableRead(schemas.empty(schema), schemas.empty(schemas.REJECTED_RECORDS))
+    missing = [c for c in required if c not in raw.columns]
+    if missing:
+        raise CorpusError(f"{where}: no column {', '.join(missing)}; the {table} table's columns are "
+                          f"{', '.join(schema)} ({', '.join(required)} required), this file has "
+                          f"{', '.join(c for c in raw.columns if not c.startswith('__'))}")
+    # a JSON Lines key that is null on every line comes back untyped
+    df = raw.with_columns(pl.all().cast(pl.String)).with_row_index("__row__")
+    reason = pl.lit(None, dtype=pl.String)
+    for col in reversed(required):
+        blank = pl.col(col).is_null() | (pl.col(col).str.strip_chars() == "")
+        reason = pl.when(blank).then(pl.lit(f"missing {col}")).otherwise(reason)
+    if "__parse_error__" in df.columns:  # a JSON Lines line that is no JSON object
+        reason = pl.when(pl.col("__parse_error__").is_not_null()).then(pl.col("__parse_error__")).otherwise(reason)
+    df = df.with_columns(reason.alias("__reason__"))
+    bad = df.filter(pl.col("__reason__").is_not_null())
+    payload = [c for c in raw.columns if not c.startswith("__")] + (["__raw__"] if "__raw__" in raw.columns else [])
+    rejected = bad.select(
+        pl.lit(Path(where).name).alias("source"),
+        pl.concat_str([pl.lit(f"{table}#"), pl.col("__row__").cast(pl.String), pl.lit(":"),
+                       pl.concat_str([pl.col(c) for c in required[:2]], separator="|", ignore_nulls=True)]
+                      ).alias("record_key"),
+        pl.col("__reason__").alias("reason"),
+        pl.struct(payload).struct.json_encode().alias("record"),
+    )
+    valid = _dated(df.filter(pl.col("__reason__").is_null()), table, where)
+    return TableRead(valid, schemas.conform(rejected, schemas.REJECTED_RECORDS))
+
+
+def _dated(df: pl.DataFrame, table: str, where: Path | str) -> pl.DataFrame:
+    """ISO dates -> the table's schema; an unparseable date is an error naming its row, not a silent null."""
+    schema, required = _TABLES[table]
+    dates = [c for c, dtype in schema.items() if dtype == pl.Date and c in df.columns]
+    parsed = df.with_columns(pl.col(c).str.strip_chars().str.to_date("%Y-%m-%d", strict=False) for c in dates)
+    for col in dates:
+        bad = df.filter(parsed[col].is_null() & (pl.col(col).str.strip_chars() != ""))
+        if bad.height:
+            row = bad.row(0, named=True)
+            names = " | ".join(str(row[c]) for c in required[:2])
+            raise CorpusError(f"{where}: {table}#{row['__row__']} ({names}): {col} {row[col]!r} is not a date "
+                              "(want YYYY-MM-DD)")
+    return schemas.conform(parsed, schema)
+
+
+def _shipped(table: str) -> pl.DataFrame:
+    """A shipped table; a row it would have to quarantine is a packaging error."""
+    where = f"meddevkg_core/data/companies/{table}.csv"
+    data = (resources.files("meddevkg_core") / "data" / "companies" / f"{table}.csv").read_bytes()
+    read = _company_table(pl.read_csv(data, infer_schema=False), table, where)
+    if read.rejected.height:
+        raise CorpusError(f"{where}: {read.rejected['record_key'][0]}: {read.rejected['reason'][0]}")
+    return read.valid
 
 
 @cache
 def aliases_frame() -> pl.DataFrame:
     """The shipped alias table (alias, canonical, source)."""
-    return schemas.conform(_read_shipped("aliases.csv"), ALIASES)
+    return _shipped("aliases")
 
 
 @cache
 def acquisitions_frame() -> pl.DataFrame:
     """The shipped dated acquisitions, conforming to schemas.ACQUISITIONS."""
-    return _acquisitions(_read_shipped("acquisitions.csv"))
-
-
-def _alliances(df: pl.DataFrame) -> pl.DataFrame:
-    """ISO start/end dates -> schemas.ALLIANCES (an unparsable date is an error, not a silent null)."""
-    if "end_date" not in df.columns:
-        df = df.with_columns(pl.lit(None, pl.String).alias("end_date"))
-    return schemas.conform(
-        df.with_columns(pl.col("start_date").str.to_date("%Y-%m-%d"), pl.col("end_date").str.to_date("%Y-%m-%d")),
-        schemas.ALLIANCES)
+    return _shipped("acquisitions")
 
 
 @cache
 def alliances_frame() -> pl.DataFrame:
     """The shipped dated development and licence agreements, conforming to schemas.ALLIANCES."""
-    return _alliances(_read_shipped("alliances.csv"))
+    return _shipped("alliances")
 
 
 @cache

@@ -153,7 +153,8 @@ def prepare(corpus: Corpus, models: Models, timer: Timer) -> PreparedCorpus:
                     progress=timer.reporter("patent_embeddings", "texts"))
     matches = timer("company_matches", company_match_table, with_last_decision(corpus.devices, corpus.supplements),
                     corpus.patents, models.resolver)
-    rejected = pl.concat([corpus.rejected, models.ontology_rejected, dev_ext.rejected, pat_ext.rejected])
+    rejected = pl.concat([corpus.rejected, models.ontology_rejected, models.resolver.rejected, dev_ext.rejected,
+                          pat_ext.rejected])
     return PreparedCorpus(corpus, dev_ext.mentions, pat_ext.mentions, dev_emb, pat_emb, matches, rejected)
 
 

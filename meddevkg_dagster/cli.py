@@ -235,10 +235,13 @@ def load_models(corpus_dir: Path, cross_encoder: CrossEncoderConfig, device: str
         encoder = load_embedding_model(embedding_model, default_models_dir(), device=device, backend=embedding_backend)
     except FileNotFoundError as exc:  # a mistyped model path: its message names it
         raise SystemExit(f"--embedding-model / MEDDEVKG_EMBEDDING_MODEL: {exc}") from exc
+    resolver = CompanyResolver.for_corpus(corpus_dir, former_owners=former_owners_setting())
+    if resolver.rejected.height:
+        print(f"companies: {resolver.rejected.height} row(s) of the corpus's company tables quarantined "
+              "(in rejected_records)")
     return Models(
         encoder=encoder, nlp=load_spacy_pipeline(),
-        ontology=ontology.ontology, ontology_rejected=ontology.rejected,
-        resolver=CompanyResolver.for_corpus(corpus_dir, former_owners=former_owners_setting()),
+        ontology=ontology.ontology, ontology_rejected=ontology.rejected, resolver=resolver,
         cross_encoder=load_cross_encoder(cross_encoder, device=device),
         embedding_cache=EmbeddingCache(cache_dir) if cache_dir else None)
 

@@ -161,8 +161,9 @@ def gold_links(corpus: CorpusResource) -> dg.Output[pl.DataFrame]:
 
 @dg.asset(group_name=GROUP, pool=DUCKDB_POOL, kinds={"polars", "duckdb"})
 def rejected_records(corpus: CorpusResource) -> dg.Output[pl.DataFrame]:
-    """Quarantine: every corpus row that failed validation, with the reason (nothing is dropped)."""
-    out = corpus.load().rejected
+    """Quarantine: every corpus row that failed validation, with the reason (nothing is dropped),
+    the rows of the corpus's own company tables included."""
+    out = pl.concat([corpus.load().rejected, corpus.resolver().rejected])
     reasons = out.group_by("reason").len().sort("len", descending=True)
     return dg.Output(out, metadata=table_metadata(
         out, by_reason=dg.MetadataValue.md(_markdown(reasons)) if out.height else None))

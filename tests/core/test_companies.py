@@ -24,6 +24,7 @@ from meddevkg_core.companies import (
     normalize_company,
     split_assignees,
 )
+from meddevkg_core.corpus import CorpusError
 
 
 @pytest.fixture(scope="module")
@@ -362,7 +363,7 @@ def test_corpus_alliances_extend_the_shipped_ones(tmp_path: Path) -> None:
     assert CompanyResolver.for_corpus(tmp_path).company_relation("ACME", None, "Ethicon, Inc.").path == (
         "ACME ~ JOHNSON AND JOHNSON (alliance 2001-02-03)")
     (tmp_path / "alliances.csv").write_text("company_a,company_b,start_date\nACME,WIDGETCO,03/02/2001\n")
-    with pytest.raises(pl.exceptions.InvalidOperationError):
+    with pytest.raises(CorpusError, match=r"alliances.csv: alliances#0 \(ACME \| WIDGETCO\): start_date '03/02/2001'"):
         CompanyResolver.for_corpus(tmp_path)
 
 
@@ -505,6 +506,68 @@ def test_for_corpus_adds_the_corpus_deals(tmp_path) -> None:
     assert r.resolve("ABBOTT MEDICAL") == "ABBOTT"  # shipped tables still there
     demo = CompanyResolver.for_corpus(Path(__file__).resolve().parents[2] / "meddevkg_core" / "data" / "demo")
     assert demo.company_relation("MERIDIAN CARDIAC", date(2018, 1, 1), "PULSEWAVE MEDICAL") is not None
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".jsonl"])
+def test_the_corpus_company_tables_are_read_in_every_corpus_format(tmp_path, suffix) -> None:
+    """README: a corpus table may be Parquet, CSV or JSON Lines; these two were ignored."""
+    tables = {"acquisitions": {"acquirer": ["ZETA MEDICAL"], "acquired": ["OMEGA DEVICES"],
+                               "close_date": ["2015-06-01"], "source": ["memo"]},
+              "aliases": {"alias": ["ZetaX Inc"], "canonical": ["ZETA MEDICAL"]},
+              "alliances": {"company_a": ["ZETA MEDICAL"], "company_b": ["GADGETCO"], "start_date": ["2016-01-01"]}}
+    for name, columns in tables.items():
+        df = pl.DataFrame(columns)
+        df.write_parquet(tmp_path / f"{name}{suffix}") if suffix == ".parquet" else df.write_ndjson(
+            tmp_path / f"{name}{suffix}")
+    r = CompanyResolver.for_corpus(tmp_path)
+    assert r.company_relation("ZetaX Inc", date(2016, 1, 1), "OMEGA DEVICES") == CompanyMatch(
+        "acquired", "ZETA MEDICAL <- OMEGA DEVICES (2015-06-01)")
+    assert r.company_relation("GADGETCO", None, "ZETA MEDICAL").kind == "partner"
+    assert r.rejected.height == 0
+    (tmp_path / "acquisitions.csv").write_text("acquirer,acquired,close_date\n")
+    with pytest.raises(CorpusError, match="'acquisitions' is given twice"):
+        CompanyResolver.for_corpus(tmp_path)
+
+
+def test_corpus_company_rows_missing_a_value_are_quarantined_not_dropped(tmp_path) -> None:
+    (tmp_path / "acquisitions.csv").write_text(
+        "acquirer,acquired,close_date,source\nZETA MEDICAL,OMEGA DEVICES,,memo\nZETA MEDICAL,,2016-01-01,memo\n"
+        "ZETA MEDICAL,ALPHA DEVICES,2017-01-01,memo\n")
+    (tmp_path / "alliances.csv").write_text("company_a,company_b,start_date\nZETA MEDICAL,GADGETCO, \n")
+    (tmp_path / "aliases.csv").write_text("alias,canonical\nZetaX Inc,\n")
+    r = CompanyResolver.for_corpus(tmp_path)
+    assert [d.acquired for d in r.deals if d.acquirer == "ZETA MEDICAL"] == ["ALPHA DEVICES"]
+    assert r.rejected.select("source", "record_key", "reason").rows() == [
+        ("aliases.csv", "aliases#0:ZetaX Inc", "missing canonical"),
+        ("acquisitions.csv", "acquisitions#0:ZETA MEDICAL|OMEGA DEVICES", "missing close_date"),
+        ("acquisitions.csv", "acquisitions#1:ZETA MEDICAL", "missing acquired"),
+        ("alliances.csv", "alliances#0:ZETA MEDICAL|GADGETCO", "missing start_date"),
+    ]
+    assert r.rejected.schema == schemas.REJECTED_RECORDS
+    assert r.with_former_owners(False).rejected is r.rejected
+    (tmp_path / "acquisitions.jsonl").write_text(
+        '{"acquirer": "ZETA MEDICAL", "acquired": null, "close_date": "2016-01-01"}\nnot json\n')
+    (tmp_path / "acquisitions.csv").unlink()
+    reasons = CompanyResolver.for_corpus(tmp_path).rejected.filter(pl.col("source") == "acquisitions.jsonl")["reason"]
+    assert reasons[0] == "missing acquired" and reasons[1].startswith("line 2: invalid JSON")
+
+
+@pytest.mark.parametrize(("name", "data", "problem"), [
+    ("aliases.csv", b"name,canonical_name\nZetaX Inc,ZETA MEDICAL\n",
+     "no column alias, canonical; the aliases table's columns are alias, canonical, source"),
+    ("acquisitions.csv", b"acquirer,acquired,date\nZETA MEDICAL,OMEGA DEVICES,2015-06-01\n",
+     "no column close_date; .* this file has acquirer, acquired, date"),
+    ("acquisitions.csv", b"acquirer,acquired,close_date\nZETA MEDICAL,OMEGA DEVICES,2099-13-45\n",
+     r"acquisitions#0 \(ZETA MEDICAL \| OMEGA DEVICES\): close_date '2099-13-45' is not a date"),
+    ("aliases.csv", "alias,canonical\nZetaX Inc,ZETA M\u00c9DICAL\n".encode("latin-1"),
+     r"line 2: bytes that are not UTF-8 \(b'\\xc9'\)"),
+    ("alliances.jsonl", '{"company_a": "ZETA M\u00c9DICAL", "company_b": "X", "start_date": "2001-01-01"}'.encode(
+        "latin-1"), "line 1: bytes that are not UTF-8"),
+])
+def test_an_unusable_corpus_company_table_is_a_corpus_error_naming_it(tmp_path, name, data, problem) -> None:
+    (tmp_path / name).write_bytes(data)
+    with pytest.raises(CorpusError, match=f"{name}: {problem}"):
+        CompanyResolver.for_corpus(tmp_path)
 
 
 def test_the_resolvers_deals_and_alliances_keep_their_source(tmp_path) -> None:

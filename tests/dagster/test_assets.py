@@ -183,6 +183,21 @@ def test_the_corpus_resource_can_turn_former_owners_off(harness):
     assert off.company_relation("STEREOTAXIS", None, "JOHNSON AND JOHNSON").kind == "partner"  # alliances stay
 
 
+def test_rows_of_the_corpus_company_tables_are_in_rejected_records(harness, tmp_path):
+    from meddevkg_dagster.resources import CorpusResource
+
+    corpus = tmp_path / "corpus"
+    shutil.copytree(harness.corpus, corpus)
+    with (corpus / "acquisitions.csv").open("a") as fh:
+        fh.write("ZETA MEDICAL,,2016-01-01,memo\n")
+    harness.resources["corpus"] = CorpusResource(path=str(corpus))
+    assert harness.materialize(dg.AssetSelection.assets("rejected_records")).success
+    rejected = harness.table("rejected_records")
+    assert rejected.height == 4  # the demo's three malformed corpus rows and this deal
+    assert rejected.filter(pl.col("source") == "acquisitions.csv").select("record_key", "reason").rows() == [
+        ("acquisitions#1:ZETA MEDICAL", "missing acquired")]
+
+
 def test_meddevkg_former_owners_sets_the_corpus_resource(monkeypatch):
     from meddevkg_dagster.resources import build_resources
 

@@ -2,6 +2,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -340,13 +341,22 @@ def test_run_and_benchmark_merge_the_licensed_releases_the_environment_names(tmp
 
 
 def test_run_with_the_hashing_encoder_writes_its_tables_and_a_wrong_model_path_is_named(tmp_path, capsys):
+    import polars as pl
+
     from meddevkg_core.demo import demo_corpus_dir
 
+    corpus = tmp_path / "corpus"  # the demo, with a deal missing its acquired company
+    shutil.copytree(demo_corpus_dir(), corpus)
+    with (corpus / "acquisitions.csv").open("a") as fh:
+        fh.write("ZETA MEDICAL,,2016-01-01,memo\n")
     # `hashing` is documented for MEDDEVKG_EMBEDDING_MODEL; `run` took it for a model directory.
     out = tmp_path / "out"
-    assert main(["run", "--corpus", str(demo_corpus_dir()), "--out", str(out), "--embedding-model", "hashing"]) == 0
+    assert main(["run", "--corpus", str(corpus), "--out", str(out), "--embedding-model", "hashing"]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["evaluation"]["n_links"] > 0 and summary["config"]["candidates"]["vector_mode"] == "device_quantile"
+    assert "companies: 1 row(s) of the corpus's company tables quarantined" in capsys.readouterr().out
+    rejected = pl.read_parquet(out / "rejected_records.parquet").filter(pl.col("source") == "acquisitions.csv")
+    assert rejected.select("record_key", "reason").rows() == [("acquisitions#1:ZETA MEDICAL", "missing acquired")]
     with pytest.raises(SystemExit, match="MEDDEVKG_EMBEDDING_MODEL: embedding model directory not found"):
         main(["run", "--corpus", str(demo_corpus_dir()), "--out", str(out), "--embedding-model", str(tmp_path / "x")])
 
