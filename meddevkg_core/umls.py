@@ -2,8 +2,8 @@
 
 The files are streamed through polars (a real MRCONSO is ~2 GB, MRREL larger): each line is
 read as one string, split once, and only the fields used here are kept. A line with the wrong
-field count or a malformed id is quarantined with its file and line number (or, `strict`,
-raises naming them); nothing else is dropped without a filter that says why.
+field count, bytes that are not UTF-8 or a malformed id is quarantined with its file and line
+number (or, `strict`, raises naming them); nothing else is dropped without a filter that says why.
 
 Direction (DATA_SOURCES.md §3.1, verified): REL describes CUI2 relative to CUI1, so
 `X|..|PAR|Y` makes Y a parent of X and `X|..|CHD|Y` makes Y a child of X.
@@ -61,7 +61,10 @@ def read_umls(umls_dir: str | Path, *, tuis: Collection[str] = DEFAULT_UMLS_TUIS
 
 
 def _lines(path: Path) -> pl.LazyFrame:
-    """`line` (1-based) and `raw` text; NUL never occurs in RRF, so each line is one field."""
+    """`line` (1-based) and `raw` text; NUL never occurs in RRF, so each line is one field.
+
+    Read lossily, so that a line with bytes that are not UTF-8 (they read as U+FFFD) can be named
+    and quarantined by `scan_rrf` rather than fail the whole file."""
     return (pl.scan_csv(path, has_header=False, separator="\x00", quote_char=None, schema={"raw": pl.String},
                         encoding="utf8-lossy", raise_if_empty=False)
             .with_row_index("line", offset=1)
@@ -73,7 +76,9 @@ def scan_rrf(path: Path, columns: Sequence[str], keep: Sequence[str],
     """The lines of an RRF file as `line` and the `keep` fields, plus `reason` (null when well formed).
 
     RRF has no quoting and ends every field with '|', so a line is well formed when it holds
-    exactly len(columns) pipes and ends with one. The raw text is not carried along (see `owned`).
+    exactly len(columns) pipes and ends with one, and holds no U+FFFD: the mark of bytes that were
+    not UTF-8 (or of text damaged so before the release). The raw text is not carried along (see
+    `owned`).
     """
     if not path.is_file():
         raise TerminologyError(f"{path}: no such file")
@@ -86,6 +91,7 @@ def scan_rrf(path: Path, columns: Sequence[str], keep: Sequence[str],
         pl.col("_fields").list.get(columns.index(c), null_on_oob=True).alias(c) for c in keep)
     reason = pl.when(~((pipes == len(columns)) & raw.str.ends_with("|"))).then(
         pl.format("expected {} fields each ending in '|', found {} '|'", pl.lit(len(columns)), pipes))
+    reason = reason.when(raw.str.contains("\ufffd", literal=True)).then(pl.lit("non-UTF-8 bytes (read as U+FFFD)"))
     for col, (pattern, what) in checks.items():
         reason = reason.when(~pl.col(col).str.contains(pattern)).then(
             pl.format("{} '{}' is not {}", pl.lit(col), pl.col(col), pl.lit(what)))

@@ -153,6 +153,19 @@ def test_malformed_rrf_lines_are_quarantined_with_file_and_line(tmp_path):
     assert t.concepts.height == read_umls(UMLS_DIR).concepts.height  # the good lines still load
 
 
+def test_rrf_lines_with_bytes_that_are_not_utf8_are_quarantined_not_replaced(tmp_path):
+    root = _copy_umls(tmp_path)
+    with (root / "MRCONSO.RRF").open("ab") as fh:  # a Latin-1 e: line 27
+        fh.write(b"C0038257|ENG|S|L9|PF|S9|Y|A9||||MTH|SY|NOCODE|Endoproth\xe8se|0|N|256|\n")
+    t = read_umls(root)
+    bad = t.rejected.filter(pl.col("source") == "MRCONSO.RRF")
+    assert bad.select("record_key", "reason").rows() == [("MRCONSO.RRF:27", "non-UTF-8 bytes (read as U+FFFD)")]
+    assert not t.terms["term"].str.contains("\ufffd").any()  # the replaced term is not in the ontology
+    assert t.terms.equals(read_umls(UMLS_DIR).terms)
+    with pytest.raises(TerminologyError, match=r"MRCONSO\.RRF: line 27: non-UTF-8 bytes"):
+        read_umls(root, strict=True)
+
+
 def test_strict_mode_raises_naming_file_and_line(tmp_path):
     root = _copy_umls(tmp_path)
     with (root / "MRSTY.RRF").open("a", encoding="utf-8") as fh:
