@@ -53,6 +53,11 @@ def test_writes_every_file_of_the_contract(demo_run):
     assert {"without_company", "without_vector", "without_entity", "without_rescue"} <= set(report["ablations"])
     assert report["protocol"].startswith("5 device-grouped folds over gold devices (devices not shuffled)")
     assert "## Ablations" in (out / "report.md").read_text()
+    # without the company relations that were added after reading the gold, beside the main figures
+    owned = report["sensitivity"]["company_ownership_only"]
+    assert {"R@10", "R@100", "MRR", "macro_R@10", "link_recall", "link_share_of_pairs",
+            "fpr_at_recall_90"} <= set(owned)
+    assert "| company_ownership_only |" in (out / "report.md").read_text()
     assert (out / "plots" / "recall_volume.png").read_bytes()[:4] == b"\x89PNG"
     assert report["corpus"]["path"] == str(demo_corpus_dir().resolve())  # absolute: found from any directory
 
@@ -105,7 +110,7 @@ def test_a_devices_own_gold_does_not_move_its_reported_figures(models, demo_run,
     assert before["rank"].sort().to_list() == list(range(1, before.height + 1))
     assert _others_moved(out, tmp_path, target)  # the relabel did reach the models: the check has teeth
     report = json.loads((tmp_path / "report.json").read_text())
-    assert report["ablations"] == {} and report["ranking"]["pipeline"]["R@10"] is not None
+    assert report["ablations"] == report["sensitivity"] == {} and report["ranking"]["pipeline"]["R@10"] is not None
     assert "## Ablations (Stage 2 + 3 rerun on the same features)\n\nNot run (`--no-ablations`)." in (
         tmp_path / "report.md").read_text()
 
