@@ -90,35 +90,36 @@ def test_macro_recall_is_each_gold_devices_own_recall_averaged(demo_run):
     assert "Per gold device (macro R@K" in (out / "report.md").read_text()
 
 
-def test_a_devices_own_gold_does_not_move_its_reported_figures(models, demo_run, tmp_path):
-    """Relabel one gold device's links (others unchanged): its out-of-fold outputs must not change."""
-    _, out = demo_run
+def test_a_folds_own_gold_does_not_move_its_reported_figures(models, demo_run, tmp_path):
+    """Relabel the gold of every device one fold holds out (others unchanged): that fold's out-of-fold
+    outputs must not change. All of them, not one: a fold model that knew the gold of the devices
+    held out with it would pass a one-device relabel."""
+    result, out = demo_run
     corpus = read_corpus(demo_corpus_dir())
-    target = corpus.gold_links["fda_id"].sort()[0]
-    own = corpus.gold_links.filter(pl.col("fda_id") == target)
-    others = corpus.patents.join(own, on="pat_id", how="anti")["pat_id"].sort().head(own.height)
-    relabeled = pl.concat([corpus.gold_links.filter(pl.col("fda_id") != target),
-                           pl.DataFrame({"fda_id": [target] * own.height, "pat_id": others})])
+    held_out = sorted(next(devices for devices, _ in result.main.models.folds
+                           if corpus.gold_links["fda_id"].sort()[0] in devices))
+    assert len(held_out) > 1
     # without the ablations: they decide nothing the outputs compared here hold
-    run_benchmark(replace(corpus, gold_links=relabeled), models, CONFIG, tmp_path, progress=lambda _: None,
-                  ablations=False)
+    run_benchmark(_relabeled(corpus, held_out), models, CONFIG, tmp_path, progress=lambda _: None, ablations=False)
     outputs = (("links.parquet", ["probability", "rank", "text_sim"]), ("rankings.parquet", ["score", "rank"]))
+    fold = pl.col("fda_id").is_in(held_out)
     for name, values in outputs:
-        before = pl.read_parquet(out / name).filter(pl.col("fda_id") == target).sort("pat_id")
-        after = pl.read_parquet(tmp_path / name).filter(pl.col("fda_id") == target).sort("pat_id")
-        assert before.select("pat_id", *values).equals(after.select("pat_id", *values)), name
-    assert before["rank"].sort().to_list() == list(range(1, before.height + 1))
-    assert _others_moved(out, tmp_path, target)  # the relabel did reach the models: the check has teeth
+        before = pl.read_parquet(out / name).filter(fold).sort("fda_id", "pat_id")
+        after = pl.read_parquet(tmp_path / name).filter(fold).sort("fda_id", "pat_id")
+        assert before.select("fda_id", "pat_id", *values).equals(after.select("fda_id", "pat_id", *values)), name
+    ranks = before.group_by("fda_id").agg(pl.col("rank").sort())["rank"].to_list()
+    assert all(r == list(range(1, len(r) + 1)) for r in ranks)
+    assert _others_moved(out, tmp_path, held_out)  # the relabel did reach the models: the check has teeth
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["ablations"] == report["sensitivity"] == {} and report["ranking"]["pipeline"]["R@10"] is not None
     assert "## Ablations (Stage 2 + 3 rerun on the same features)\n\nNot run (`--no-ablations`)." in (
         tmp_path / "report.md").read_text()
 
 
-def _others_moved(before_dir, after_dir, target: str) -> bool:
+def _others_moved(before_dir, after_dir, targets: list[str]) -> bool:
     """Whether another device's probabilities changed between the two runs."""
     def others(directory):
-        return (pl.read_parquet(directory / "links.parquet").filter(pl.col("fda_id") != target)
+        return (pl.read_parquet(directory / "links.parquet").filter(~pl.col("fda_id").is_in(targets))
                 .sort("fda_id", "pat_id").select("fda_id", "pat_id", "probability"))
     return not others(before_dir).equals(others(after_dir))
 
@@ -206,12 +207,14 @@ CONTEST = PipelineConfig(rerank=RerankConfig(n_estimators=30))
 """The default order: each device's top pairs contested within its company (company_contest)."""
 
 
-def _relabeled(corpus, target: str):
-    """The corpus with `target`'s gold moved to as many patents that are not its gold."""
-    own = corpus.gold_links.filter(pl.col("fda_id") == target)
-    others = corpus.patents.join(own, on="pat_id", how="anti")["pat_id"].sort().head(own.height)
-    return replace(corpus, gold_links=pl.concat([corpus.gold_links.filter(pl.col("fda_id") != target),
-                                                 pl.DataFrame({"fda_id": [target] * own.height, "pat_id": others})]))
+def _relabeled(corpus, targets: list[str]):
+    """The corpus with each target's gold moved to as many patents that are not its gold."""
+    moved = [corpus.gold_links.filter(~pl.col("fda_id").is_in(targets))]
+    for target in targets:
+        own = corpus.gold_links.filter(pl.col("fda_id") == target)
+        others = corpus.patents.join(own, on="pat_id", how="anti")["pat_id"].sort().head(own.height)
+        moved.append(pl.DataFrame({"fda_id": [target] * own.height, "pat_id": others}))
+    return replace(corpus, gold_links=pl.concat(moved))
 
 
 @pytest.fixture(scope="module")
@@ -242,16 +245,18 @@ def test_the_company_contest_reorders_only_each_devices_top_pairs(contest_run):
 
 def test_a_devices_own_gold_does_not_move_its_contested_order(models, contest_run, tmp_path):
     """The leak test for the contest: every rival of a gold device is scored by its fold model."""
-    _, out = contest_run
+    result, out = contest_run
     corpus = read_corpus(demo_corpus_dir())
     links = pl.read_parquet(out / "links.parquet")
     moved = links.join(corpus.gold_links.select("fda_id").unique(), on="fda_id").with_columns(
         pl.col("probability").rank("ordinal", descending=True).over("fda_id").alias("p_rank")).filter(
         pl.col("rank") != pl.col("p_rank"))
     target = moved["fda_id"].sort()[0]  # a gold device whose order the contest changed
-    run_benchmark(_relabeled(corpus, target), models, CONTEST, tmp_path, progress=lambda _: None, ablations=False)
+    held_out = sorted(next(devices for devices, _ in result.main.models.folds if target in devices))
+    run_benchmark(_relabeled(corpus, held_out), models, CONTEST, tmp_path, progress=lambda _: None, ablations=False)
+    fold = pl.col("fda_id").is_in(held_out)  # the whole fold: see test_a_folds_own_gold_does_not_move_...
     for name, values in (("links.parquet", ["probability", "rank"]), ("rankings.parquet", ["score", "rank"])):
-        before = pl.read_parquet(out / name).filter(pl.col("fda_id") == target).sort("pat_id")
-        after = pl.read_parquet(tmp_path / name).filter(pl.col("fda_id") == target).sort("pat_id")
-        assert before.select("pat_id", *values).equals(after.select("pat_id", *values)), name
-    assert _others_moved(out, tmp_path, target)  # the relabel did reach the models: the check has teeth
+        before = pl.read_parquet(out / name).filter(fold).sort("fda_id", "pat_id")
+        after = pl.read_parquet(tmp_path / name).filter(fold).sort("fda_id", "pat_id")
+        assert before.select("fda_id", "pat_id", *values).equals(after.select("fda_id", "pat_id", *values)), name
+    assert _others_moved(out, tmp_path, held_out)  # the relabel did reach the models: the check has teeth
