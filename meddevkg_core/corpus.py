@@ -118,7 +118,9 @@ def _read_jsonl(path: Path) -> pl.DataFrame:
             continue
         rows.append({k: (" ".join(map(str, v)) if isinstance(v, list) else None if v is None else str(v))
                      for k, v in record.items()})
-    return pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
+    # every column text, as from the other formats: a key null on every line would otherwise be untyped
+    columns = dict.fromkeys((key for row in rows for key in row), pl.String)
+    return pl.DataFrame(rows, schema=columns) if rows else pl.DataFrame()
 
 
 def _normalise_columns(raw: pl.DataFrame, table: str) -> pl.DataFrame:

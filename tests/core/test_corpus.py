@@ -11,6 +11,16 @@ def _write_jsonl(path, rows):
     path.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows) + "\n")
 
 
+def test_a_jsonl_column_null_on_every_line_is_read_as_empty_text(tmp_path):
+    # it came back untyped, and the reader stopped on a polars SchemaError naming no file
+    _write_jsonl(tmp_path / "devices.jsonl", [{"fda_id": "P1", "trade_name": None, "text": "Coronary stent"},
+                                              {"fda_id": "P2", "trade_name": None, "text": "Heart valve"}])
+    (tmp_path / "patents.csv").write_text("pat_id,text\n9000001,A stent\n")
+    corpus = read_corpus(tmp_path)
+    assert corpus.devices["fda_id"].to_list() == ["P1", "P2"] and corpus.devices["trade_name"].null_count() == 2
+    assert corpus.rejected.height == 0
+
+
 def test_reads_csv_and_jsonl_and_quarantines_bad_rows(tmp_path):
     _write_jsonl(tmp_path / "devices.jsonl", [
         {"fda_id": "P1", "applicant": "Acme", "text": "Coronary stent system", "decision_date": "2010-05-01"},
