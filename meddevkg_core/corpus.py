@@ -87,12 +87,28 @@ def read_raw(path: Path) -> pl.DataFrame:
         if path.suffix == ".parquet":
             df = pl.read_parquet(path)
         elif path.suffix == ".csv":
-            return pl.read_csv(path, infer_schema=False, encoding="utf8-lossy")
+            return _flag_undecodable(pl.read_csv(path, infer_schema=False, encoding="utf8-lossy"))
         else:
-            return _read_jsonl(path)
+            return _flag_undecodable(_read_jsonl(path))
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise CorpusError(f"{path}: cannot be read: {exc}") from exc
     return df.with_columns(_to_text(name, dtype) for name, dtype in df.schema.items())
+
+
+def _flag_undecodable(df: pl.DataFrame) -> pl.DataFrame:
+    """A CSV or JSON Lines row whose bytes were not UTF-8 (read as U+FFFD) becomes a parse error, so
+    it is quarantined rather than kept with the replacement character in an id or a text. A real
+    U+FFFD in the file is quarantined too: it marks text that was damaged before."""
+    columns = [c for c, dtype in df.schema.items() if dtype == pl.String and not c.startswith("__")]
+    if not columns:
+        return df
+    where = pl.concat_str([pl.when(pl.col(c).str.contains("\ufffd", literal=True)).then(pl.lit(c)) for c in columns],
+                          separator=", ", ignore_nulls=True).fill_null("")
+    message = pl.when(where != "").then(pl.concat_str([pl.lit("bytes that are not UTF-8 in "), where,
+                                                       pl.lit(" (read as U+FFFD)")]))
+    earlier = pl.col("__parse_error__") if "__parse_error__" in df.columns else pl.lit(None, pl.String)
+    flagged = df.with_columns(pl.coalesce(earlier, message).alias("__parse_error__"))
+    return flagged if "__parse_error__" in df.columns or flagged["__parse_error__"].is_not_null().any() else df
 
 
 def _to_text(name: str, dtype: pl.DataType) -> pl.Expr:

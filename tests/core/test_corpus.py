@@ -21,6 +21,18 @@ def test_a_jsonl_column_null_on_every_line_is_read_as_empty_text(tmp_path):
     assert corpus.rejected.height == 0
 
 
+def test_rows_with_bytes_that_are_not_utf8_are_quarantined_not_read_with_a_replacement_character(tmp_path):
+    (tmp_path / "devices.csv").write_bytes(b"fda_id,text\nP1,Coronary stent\nP\xe92,Heart valve\nP3,Cath\xe9ter\n")
+    (tmp_path / "patents.jsonl").write_bytes(b'{"pat_id": "9000001", "text": "A stent"}\n'
+                                             b'{"pat_id": "9000002", "text": "A valve \xff"}\n')
+    corpus = read_corpus(tmp_path)
+    assert corpus.devices["fda_id"].to_list() == ["P1"] and corpus.patents["pat_id"].to_list() == ["9000001"]
+    reasons = dict(corpus.rejected.select("record_key", "reason").iter_rows())
+    assert sorted(reasons.values()) == ["bytes that are not UTF-8 in fda_id (read as U+FFFD)",
+                                        "bytes that are not UTF-8 in text (read as U+FFFD)",
+                                        "bytes that are not UTF-8 in text (read as U+FFFD)"]
+
+
 def test_reads_csv_and_jsonl_and_quarantines_bad_rows(tmp_path):
     _write_jsonl(tmp_path / "devices.jsonl", [
         {"fda_id": "P1", "applicant": "Acme", "text": "Coronary stent system", "decision_date": "2010-05-01"},
