@@ -30,8 +30,10 @@ MIN_PLAUSIBLE_YEAR = 1790  # the first US patent act; earlier years are corrupt 
 MAX_RECORD_CHARS = 2000  # quarantined payloads are cut here so one bad row cannot bloat the table
 
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-PATENT_ID = re.compile(r"[A-Z]{0,2}[0-9]+")
-"""7654321, D900000, RE49000, PP30000, H2000, T999001: no leading zeros, letter prefixes kept."""
+PATENT_ID = re.compile(r"(?:D|PP|RE|H|T|X|RX|AI)?[1-9][0-9]*")
+"""7654321, D900000, RE49000, PP30000, H2000, T999001: no leading zeros, letter prefixes kept. A
+padded "07654321" or a "US7654321" is no PatentsView id: it would be another patent, joined to no
+abstract, CPC code or assignee of the real one."""
 _FILTER_RULES = ("patent_type", "assignee_type", "cpc_prefix", "manufacturing_cpc_prefix", "title_keyword")
 
 CpcScope = Literal["medical", "manufacturing"]

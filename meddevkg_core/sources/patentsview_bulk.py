@@ -25,6 +25,7 @@ import csv
 import io
 import re
 import zipfile
+import zlib
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -114,7 +115,10 @@ def _open_text(path: Path) -> Iterator[TextIO]:
         if len(members) != 1:
             raise BulkFormatError(f"{path}: expected one TSV in the zip, found {members or 'none'}")
         with archive.open(members[0]) as raw:
-            yield io.TextIOWrapper(raw, encoding="utf-8-sig", errors="surrogateescape", newline="")
+            try:
+                yield io.TextIOWrapper(raw, encoding="utf-8-sig", errors="surrogateescape", newline="")
+            except (zlib.error, zipfile.BadZipFile, EOFError) as exc:  # raised while its lines are read
+                raise BulkFormatError(f"{path}: {members[0]} is damaged ({exc}); download it again") from exc
 
 
 def _structural_problem(fields: list[str], columns: tuple[str, ...], key: int) -> str | None:

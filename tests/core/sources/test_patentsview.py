@@ -14,7 +14,13 @@ from pydantic import SecretStr
 
 from meddevkg_core import schemas
 from meddevkg_core.http_client import RetryPolicy, SourceAuthError, SourceError
-from meddevkg_core.sources.patentsview import PatentFilter, PatentParts, assemble_patents, read_patent_filter
+from meddevkg_core.sources.patentsview import (
+    PatentFilter,
+    PatentParts,
+    assemble_patents,
+    is_patent_id,
+    read_patent_filter,
+)
 from meddevkg_core.sources.patentsview_api import (
     API_KEY_ENV,
     PatentSearchConfig,
@@ -270,6 +276,16 @@ def test_unusable_files_fail_with_a_clear_error(bulk_dir, tmp_path):
         next(iter_tsv_batches(tmp_path / "g_patent.tsv.zip", "g_patent"))
 
 
+def test_a_damaged_zip_member_fails_naming_the_file(bulk_dir):
+    # it stopped the build with a bare zlib.error naming no file
+    data = (bulk_dir / "g_patent.tsv.zip").read_bytes()
+    at = data.index(b"g_patent.tsv") + len("g_patent.tsv") + 5
+    (bulk_dir / "g_patent.tsv.zip").write_bytes(data[:at] + bytes([data[at] ^ 0xFF, data[at + 1] ^ 0xFF])
+                                                + data[at + 2:])
+    with pytest.raises(BulkFormatError, match=r"g_patent.tsv.zip: g_patent.tsv is damaged"):
+        build_patent_table(bulk_dir)
+
+
 # --------------------------------------------------------------------------- the filter
 
 
@@ -488,3 +504,9 @@ def test_bulk_and_api_build_the_same_row(bulk_dir):
 def test_a_patent_without_any_text_is_quarantined():
     patents, rejected = assemble_patents([PatentParts("1", " ", date(2020, 1, 1))], "test")
     assert patents.height == 0 and rejected[0]["reason"] == "patent 1: no title and no abstract"
+
+
+def test_a_padded_or_country_prefixed_number_is_no_patentsview_id():
+    # both passed as patents of their own, joined to none of the real patent's rows
+    assert all(map(is_patent_id, ["7654321", "10000000", "D900000", "RE49000", "PP30000", "H2000", "T999001"]))
+    assert not any(map(is_patent_id, ["07000002", "US7000003", "D0900000", "0", "7000003B2", ""]))
