@@ -107,14 +107,14 @@ def from_output_dir(out_dir: str | Path, corpus_dir: str | Path | None = None) -
 
 def with_fda_decision_dates(devices: pl.DataFrame | None, fda_pma: str | Path) -> pl.DataFrame | None:
     """Fill missing decision dates from FDA's PMA records (the benchmark's devices carry none): each
-    device's original approval, read as the dossiers read the file (dossier.read_pma_records)."""
-    from meddevkg_core.dossier import read_pma_records
+    device's original approval, from the records the dossiers keep (dossier.load_pma_records: a
+    conflicting copy of an original is quarantined there; `run` and `benchmark` report it)."""
+    from meddevkg_core.dossier import load_pma_records
 
     if devices is None:
         return None
-    originals = (read_pma_records(fda_pma, devices["fda_id"].to_list())
-                 .filter(pl.col("supplement_number").is_null())
-                 .group_by("pma_number").agg(pl.col("decision_date").min().alias("date_decision")))
+    originals = load_pma_records(fda_pma, devices["fda_id"].to_list()).originals.select(
+        "pma_number", pl.col("decision_date").alias("date_decision"))
     base = devices if "decision_date" in devices.columns else devices.with_columns(
         pl.lit(None, pl.Date).alias("decision_date"))
     return (base.join(originals, left_on="fda_id", right_on="pma_number", how="left")

@@ -24,7 +24,7 @@ import polars as pl
 from meddevkg_core import schemas
 from meddevkg_core.corpus import Corpus, CorpusError, TableRead
 from meddevkg_core.sources.pma_records import (
-    canonical_pma,
+    PmaDevices,
     frame_records,
     openfda_named,
     pma_number_in,
@@ -52,16 +52,20 @@ def supplements_of(supplements: pl.DataFrame, fda_ids: Sequence[str]) -> pl.Data
         "fda_id", "supplement_number")
 
 
-def load_supplements(path: str | Path, fda_ids: Sequence[str] | None = None) -> TableRead:
-    """The supplements in an FDA PMA records file (fdadata_pma.parquet, or a Parquet/CSV table in
-    openFDA field names), of these devices only when `fda_ids` is given, and the records of theirs
-    that fail the validation openFDA's records get (pma_records_to_devices: a bad PMA number or date,
-    conflicting copies), keyed by their row in the file."""
+def load_pma_records(path: str | Path, fda_ids: Sequence[str] | None = None) -> PmaDevices:
+    """The records of an FDA PMA records file (fdadata_pma.parquet, or a Parquet/CSV table in openFDA
+    field names), of these devices only when `fda_ids` is given, validated as openFDA's records are
+    (pma_records_to_devices: a bad PMA number or date, conflicting copies), keyed by their row in the file."""
     path = Path(path)
     frame = openfda_named(read_pma_file(path)).with_row_index("__row__")
     if fda_ids is not None:  # chosen before the rows are cleaned one by one: the national file has 55K
         frame = frame.filter(pma_number_in(fda_ids))
-    read = pma_records_to_devices(frame_records(frame), source=path.name, row_numbers=frame["__row__"].to_list())
+    return pma_records_to_devices(frame_records(frame), source=path.name, row_numbers=frame["__row__"].to_list())
+
+
+def load_supplements(path: str | Path, fda_ids: Sequence[str] | None = None) -> TableRead:
+    """The supplements of `load_pma_records`, and the records of those devices that failed validation."""
+    read = load_pma_records(path, fda_ids)
     return TableRead(read.supplements, read.rejected)
 
 
@@ -82,15 +86,6 @@ def read_pma_file(path: str | Path) -> pl.DataFrame:
     if not has_statements or not ({"submission_number", "pma_number"} & set(frame.columns)):
         raise CorpusError(f"{path}: not PMA records (no submission_number/pma_number and approval statement columns)")
     return frame
-
-
-def read_pma_records(path: str | Path, fda_ids: Sequence[str] | None = None) -> pl.DataFrame:
-    """An FDA PMA records file (`read_pma_file`) as `canonical_pma` rows (originals and supplements),
-    of these devices only when `fda_ids` is given."""
-    records = canonical_pma(read_pma_file(path))
-    if fda_ids is not None:
-        records = records.filter(pma_number_in(fda_ids))
-    return records
 
 
 def with_supplements(corpus: Corpus, fda_pma: str | Path | None) -> Corpus:

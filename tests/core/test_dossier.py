@@ -165,3 +165,18 @@ def test_the_dossier_score_reads_the_supplements_and_not_the_batch():
     same_device = pool.filter(pl.col("fda_id") == "P130026")
     assert alone["dossier_lexical"].to_list() == same_device["dossier_lexical"].to_list()
     assert _pool(DEVICES, None)["dossier_lexical"].is_nan().all()  # no records read: missing, not zero
+
+
+def test_an_approval_date_comes_from_the_original_the_dossiers_keep_and_a_conflicting_copy_is_quarantined(
+        tmp_path: Path):
+    # the dates took the earliest of conflicting originals, which the dossier reader quarantines
+    from meddevkg_core.app_store import with_fda_decision_dates
+    from meddevkg_core.dossier import load_pma_records
+
+    devices = pl.DataFrame({"fda_id": ["P130026"], "text": ["catheter"]})
+    path = tmp_path / "pma.csv"
+    path.write_text("pma_number,supplement_number,decision_date,ao_statement\n"
+                    "P130026,,2014-10-24,APPROVAL.\nP130026,,2013-01-02,AN EARLIER COPY.\n")
+    assert with_fda_decision_dates(devices, path)["decision_date"].to_list() == [date(2014, 10, 24)]
+    [reason] = load_pma_records(path, ["P130026"]).rejected["reason"].to_list()
+    assert reason.startswith("duplicate original of P130026: superseded by record #0")
