@@ -378,10 +378,12 @@ def _compare_runs(args: argparse.Namespace) -> int:
 def _pairs_cv(args: argparse.Namespace) -> int:
     from meddevkg_core.pair_cv import headline, main_pairs_cv
 
-    report = main_pairs_cv(args.pairs, args.out, args.cross_encoder, args.device, args.hashing,
+    # --hashing names the encoder, as --embedding-model hashing does: it overrides $MEDDEVKG_EMBEDDING_MODEL
+    report = main_pairs_cv(args.pairs, args.out, args.cross_encoder, args.device, False,
                            folds=args.folds, seed=args.seed, fda_pma=args.fda_pma,
                            cross_encoder_backend=args.cross_encoder_backend or "sentence-transformers",
-                           embedding_model=args.embedding_model, embedding_backend=args.embedding_backend)
+                           embedding_model="hashing" if args.hashing else args.embedding_model,
+                           embedding_backend=args.embedding_backend)
     print(json.dumps(report, indent=2, default=str))
     print(f"wrote {args.out}: pair_scores.parquet, report.json")
     print(json.dumps(headline(report)))
@@ -818,7 +820,8 @@ def main(argv: list[str] | None = None) -> int:
     pcv.add_argument("--folds", type=int, default=5)
     pcv.add_argument("--seed", type=int, default=42)
     pcv.add_argument("--hashing", action="store_true",
-                     help="model-free hashing encoder instead of MiniLM (fast dry run)")
+                     help="model-free hashing encoder (fast dry run): --embedding-model hashing, whatever "
+                          "$MEDDEVKG_EMBEDDING_MODEL says")
     _add_fda_pma_option(pcv, "the dossier TF-IDF features")
     _add_model_options(pcv, cache=False)  # each run encodes its pairs' texts once: nothing to reuse
     pcv.set_defaults(func=_pairs_cv)
