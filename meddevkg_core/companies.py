@@ -26,13 +26,20 @@ from rapidfuzz import fuzz, process
 
 from meddevkg_core import schemas
 from meddevkg_core.applications import grant_years
-from meddevkg_core.corpus import CorpusError, TableRead, find_table, read_raw
+from meddevkg_core.corpus import (
+    COMPANY_ALIASES,
+    COMPANY_TABLES,
+    CorpusError,
+    find_table,
+    read_table,
+    validate_table,
+)
 from meddevkg_core.device_activity import LAST_DECISION_DATE
 
 MatchKind = Literal["same", "acquired", "acquirer", "former_owner", "partner"]
 Method = Literal["alias", "exact", "fuzzy", "unknown"]
 
-ALIASES = pl.Schema({"alias": pl.String, "canonical": pl.String, "source": pl.String})
+ALIASES = COMPANY_ALIASES
 COMPANY_MATCHES = pl.Schema(
     {"fda_id": pl.String, "pat_id": pl.String, "match_kind": pl.String, "company_path": pl.String}
 )
@@ -536,14 +543,6 @@ def _deal_key(deal: Deal) -> tuple[date, str, str]:
 # --------------------------------------------------------------------------- shipped and corpus tables
 
 
-# A company table: its schema and the columns every row needs (README, "Another corpus").
-_TABLES: dict[str, tuple[pl.Schema, tuple[str, ...]]] = {
-    "aliases": (ALIASES, ("alias", "canonical")),
-    "acquisitions": (schemas.ACQUISITIONS, ("acquirer", "acquired", "close_date")),
-    "alliances": (schemas.ALLIANCES, ("company_a", "company_b", "start_date")),
-}
-
-
 @dataclass(frozen=True)
 class CompanyTables:
     """A corpus directory's own company tables, valid rows only, and the rows quarantined from them."""
@@ -555,93 +554,25 @@ class CompanyTables:
 
 
 def read_company_tables(corpus_dir: Path | str) -> CompanyTables | None:
-    """The corpus's `aliases`, `acquisitions` and `alliances` tables (each .parquet, .csv or .jsonl,
-    as the corpus reader finds them), or None when the directory has none of them.
-
-    A row missing a required value is quarantined with its reason. A file without a required
-    column, with a date that is not YYYY-MM-DD, or with text that is not UTF-8 is a CorpusError
-    naming it: its rows cannot be read as the table's.
-    """
+    """The corpus's `aliases`, `acquisitions` and `alliances` tables (each .parquet, .csv or .jsonl),
+    read and validated as its other tables are (corpus.read_table: a row missing a required value,
+    with a bad date or bytes that are not UTF-8, or repeating a key is quarantined with its reason;
+    a file without a required column is a CorpusError naming it); None when there are none."""
     root = Path(corpus_dir)
-    paths = {table: find_table(root, table) for table in _TABLES}
+    paths = {table: find_table(root, table) for table in COMPANY_TABLES}
     if not any(paths.values()):
         return None
-    reads = {table: _read_corpus_table(path, table) if path is not None
-             else TableRead(schemas.empty(_TABLES[table][0]), schemas.empty(schemas.REJECTED_RECORDS))
+    reads = {table: read_table(path, table) if path is not None else validate_table(pl.DataFrame(), table, "")
              for table, path in paths.items()}
     return CompanyTables(reads["aliases"].valid, reads["acquisitions"].valid, reads["alliances"].valid,
                          pl.concat([read.rejected for read in reads.values()]))
 
 
-def _read_corpus_table(path: Path, table: str) -> TableRead:
-    if path.suffix != ".parquet":  # read_raw replaces bad bytes: a name with one would be another company
-        _require_utf8(path)
-    return _company_table(read_raw(path), table, path)
-
-
-def _require_utf8(path: Path) -> None:
-    data = path.read_bytes()
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise CorpusError(f"{path}: line {line}: bytes that are not UTF-8 ({data[exc.start:exc.end]!r}); "
-                          "save the file as UTF-8") from exc
-
-
-def _company_table(raw: pl.DataFrame, table: str, where: Path | str) -> TableRead:
-    """Text columns -> the table's schema; rows missing a required value are quarantined."""
-    schema, required = _TABLES[table]
-    if raw.width == 0:
-        return TableRead(schemas.empty(schema), schemas.empty(schemas.REJECTED_RECORDS))
-    missing = [c for c in required if c not in raw.columns]
-    if missing:
-        raise CorpusError(f"{where}: no column {', '.join(missing)}; the {table} table's columns are "
-                          f"{', '.join(schema)} ({', '.join(required)} required), this file has "
-                          f"{', '.join(c for c in raw.columns if not c.startswith('__'))}")
-    # a JSON Lines key that is null on every line comes back untyped
-    df = raw.with_columns(pl.all().cast(pl.String)).with_row_index("__row__")
-    reason = pl.lit(None, dtype=pl.String)
-    for col in reversed(required):
-        blank = pl.col(col).is_null() | (pl.col(col).str.strip_chars() == "")
-        reason = pl.when(blank).then(pl.lit(f"missing {col}")).otherwise(reason)
-    if "__parse_error__" in df.columns:  # a JSON Lines line that is no JSON object
-        reason = pl.when(pl.col("__parse_error__").is_not_null()).then(pl.col("__parse_error__")).otherwise(reason)
-    df = df.with_columns(reason.alias("__reason__"))
-    bad = df.filter(pl.col("__reason__").is_not_null())
-    payload = [c for c in raw.columns if not c.startswith("__")] + (["__raw__"] if "__raw__" in raw.columns else [])
-    rejected = bad.select(
-        pl.lit(Path(where).name).alias("source"),
-        pl.concat_str([pl.lit(f"{table}#"), pl.col("__row__").cast(pl.String), pl.lit(":"),
-                       pl.concat_str([pl.col(c) for c in required[:2]], separator="|", ignore_nulls=True)]
-                      ).alias("record_key"),
-        pl.col("__reason__").alias("reason"),
-        pl.struct(payload).struct.json_encode().alias("record"),
-    )
-    valid = _dated(df.filter(pl.col("__reason__").is_null()), table, where)
-    return TableRead(valid, schemas.conform(rejected, schemas.REJECTED_RECORDS))
-
-
-def _dated(df: pl.DataFrame, table: str, where: Path | str) -> pl.DataFrame:
-    """ISO dates -> the table's schema; an unparseable date is an error naming its row, not a silent null."""
-    schema, required = _TABLES[table]
-    dates = [c for c, dtype in schema.items() if dtype == pl.Date and c in df.columns]
-    parsed = df.with_columns(pl.col(c).str.strip_chars().str.to_date("%Y-%m-%d", strict=False) for c in dates)
-    for col in dates:
-        bad = df.filter(parsed[col].is_null() & (pl.col(col).str.strip_chars() != ""))
-        if bad.height:
-            row = bad.row(0, named=True)
-            names = " | ".join(str(row[c]) for c in required[:2])
-            raise CorpusError(f"{where}: {table}#{row['__row__']} ({names}): {col} {row[col]!r} is not a date "
-                              "(want YYYY-MM-DD)")
-    return schemas.conform(parsed, schema)
-
-
 def _shipped(table: str) -> pl.DataFrame:
-    """A shipped table; a row it would have to quarantine is a packaging error."""
+    """A shipped table, read as a corpus's is; a row it would have to quarantine is a packaging error."""
     where = f"meddevkg_core/data/companies/{table}.csv"
     data = (resources.files("meddevkg_core") / "data" / "companies" / f"{table}.csv").read_bytes()
-    read = _company_table(pl.read_csv(data, infer_schema=False), table, where)
+    read = validate_table(pl.read_csv(data, infer_schema=False), table, where)
     if read.rejected.height:
         raise CorpusError(f"{where}: {read.rejected['record_key'][0]}: {read.rejected['reason'][0]}")
     return read.valid

@@ -20,19 +20,29 @@ from meddevkg_core.text_repair import repair_texts
 
 SUFFIXES = (".parquet", ".csv", ".jsonl", ".ndjson")
 
+COMPANY_ALIASES = pl.Schema({"alias": pl.String, "canonical": pl.String, "source": pl.String})
+"""A corpus's (or the shipped) company name variants: `alias` is the company `canonical` (companies.py)."""
+
 _ALIASES = {
     "devices": {"company": "applicant", "sponsor": "applicant", "id": "fda_id", "pma_number": "fda_id"},
     "patents": {"patent_id": "pat_id", "company": "assignee", "patent_title": "title",
                 "patent_abstract": "abstract", "patent_date": "grant_date", "cpc": "cpc_codes"},
     "gold_links": {"patent_id": "pat_id"},
     "labeled_pairs": {"patent_id": "pat_id"},
+    "aliases": {}, "acquisitions": {}, "alliances": {},
 }
 _KEYS = {"devices": ("fda_id",), "patents": ("pat_id",), "gold_links": ("fda_id", "pat_id"),
-         "labeled_pairs": ("fda_id", "pat_id")}
+         "labeled_pairs": ("fda_id", "pat_id"), "aliases": ("alias",),
+         "acquisitions": ("acquirer", "acquired", "close_date"), "alliances": ("company_a", "company_b", "start_date")}
 _REQUIRED_TEXT = {"devices": ("fda_id", "text"), "patents": ("pat_id", "text"),
-                  "gold_links": ("fda_id", "pat_id"), "labeled_pairs": ("fda_id", "pat_id", "label")}
+                  "gold_links": ("fda_id", "pat_id"), "labeled_pairs": ("fda_id", "pat_id", "label"),
+                  "aliases": ("alias", "canonical"), "acquisitions": ("acquirer", "acquired", "close_date"),
+                  "alliances": ("company_a", "company_b", "start_date")}
 _SCHEMAS = {"devices": schemas.DEVICES, "patents": schemas.PATENTS, "gold_links": schemas.GOLD_LINKS,
-            "labeled_pairs": schemas.LABELED_PAIRS}
+            "labeled_pairs": schemas.LABELED_PAIRS, "aliases": COMPANY_ALIASES,
+            "acquisitions": schemas.ACQUISITIONS, "alliances": schemas.ALLIANCES}
+COMPANY_TABLES = ("aliases", "acquisitions", "alliances")
+"""A corpus directory's optional company tables, added to the shipped ones (companies.py)."""
 
 
 class CorpusError(InputError):
@@ -155,14 +165,15 @@ def _normalise_columns(raw: pl.DataFrame, table: str) -> pl.DataFrame:
     return df
 
 
-def _reasons(df: pl.DataFrame, table: str) -> pl.Expr:
+def _reasons(df: pl.DataFrame, table: str, source: str) -> pl.Expr:
     """The first rule a row breaks, or null for a valid row."""
     checks: list[tuple[pl.Expr, str]] = []
     if "__parse_error__" in df.columns:
         checks.append((pl.col("__parse_error__").is_not_null(), ""))
     for col in _REQUIRED_TEXT[table]:
         if col not in df.columns:
-            raise CorpusError(f"table {table!r} has no column {col!r} (columns: {', '.join(df.columns)})")
+            columns = ", ".join(c for c in df.columns if not c.startswith("__"))
+            raise CorpusError(f"{source}: table {table!r} has no column {col!r} (columns: {columns})")
         checks.append((pl.col(col).is_null() | (pl.col(col).str.strip_chars() == ""), f"missing {col}"))
     for col, dtype in _SCHEMAS[table].items():
         if col in df.columns and dtype == pl.Date:
@@ -221,7 +232,8 @@ def validate_table(raw: pl.DataFrame, table: str, source: str) -> TableRead:
         return TableRead(schemas.empty(schema), schemas.empty(schemas.REJECTED_RECORDS))
     df = _normalise_columns(raw, table).with_row_index("__row__")
     keys = _KEYS[table]
-    df = mark_duplicates(df.with_columns(_reasons(df, table).alias("__reason__")), keys, "duplicate key of row ")
+    df = mark_duplicates(df.with_columns(_reasons(df, table, source).alias("__reason__")), keys,
+                         "duplicate key of row ")
     bad = df.filter(pl.col("__reason__").is_not_null())
     payload = [c for c in raw.columns if not c.startswith("__")] + (["__raw__"] if "__raw__" in raw.columns else [])
     rejected = bad.select(
