@@ -36,7 +36,7 @@ from meddevkg_core.curves import pairs_for_recall
 from meddevkg_core.device_activity import GRANTED_AFTER_LAST_DECISION, dormant
 from meddevkg_core.embeddings import embedding_matrix
 from meddevkg_core.evaluation import evaluate_links
-from meddevkg_core.pipeline import LinkRun, Models, PreparedCorpus, Timer, corpus_company_matches, link, notes, prepare
+from meddevkg_core.pipeline import LinkRun, Models, PreparedCorpus, Timer, link, market_company_matches, notes, prepare
 from meddevkg_core.plots import plot_rank_distribution, plot_recall_volume
 from meddevkg_core.ranking import pipeline_runs
 from meddevkg_core.report import render_markdown
@@ -301,7 +301,8 @@ def company_relations_sensitivity(prepared: PreparedCorpus, models: Models, conf
     looking at the evaluation's answers, so the report shows the figures without them beside the
     main ones. The deals and aliases stay: they resolve FDA sponsors to the corpus's applicants."""
     corpus = prepared.corpus
-    owned = replace(prepared, company_matches=corpus_company_matches(corpus, models.resolver.ownership_only()))
+    owned = replace(prepared, company_matches=market_company_matches(corpus.devices, corpus.supplements,
+                                                                     corpus.patents, models.resolver.ownership_only()))
     run = link(owned, models, config, timer)
     gold = corpus.gold_links
     ranked = pipeline_runs(run.inputs, run.models, run.cross_encoder_scores, config, gold, run.candidates)["pipeline"]

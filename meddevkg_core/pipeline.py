@@ -141,10 +141,11 @@ class PreparedCorpus:
     rejected: pl.DataFrame
 
 
-def corpus_company_matches(corpus: Corpus, resolver: CompanyResolver) -> pl.DataFrame:
+def market_company_matches(devices: pl.DataFrame, supplements: pl.DataFrame | None, patents: pl.DataFrame,
+                           resolver: CompanyResolver) -> pl.DataFrame:
     """The device x patent pairs whose companies `resolver` relates, over each device's time on the
-    market (its last FDA decision, when the corpus has supplements)."""
-    return company_match_table(with_last_decision(corpus.devices, corpus.supplements), corpus.patents, resolver)
+    market: a deal counts up to its latest FDA decision, when supplements are known (Reach.holds)."""
+    return company_match_table(with_last_decision(devices, supplements), patents, resolver)
 
 
 def prepare(corpus: Corpus, models: Models, timer: Timer) -> PreparedCorpus:
@@ -157,7 +158,8 @@ def prepare(corpus: Corpus, models: Models, timer: Timer) -> PreparedCorpus:
                     progress=timer.reporter("device_embeddings", "texts"))
     pat_emb = timer("patent_embeddings", embed_documents, pat_docs, models.encoder, models.embedding_cache,
                     progress=timer.reporter("patent_embeddings", "texts"))
-    matches = timer("company_matches", corpus_company_matches, corpus, models.resolver)
+    matches = timer("company_matches", market_company_matches, corpus.devices, corpus.supplements, corpus.patents,
+                    models.resolver)
     rejected = pl.concat([corpus.rejected, models.ontology_rejected, models.resolver.rejected, dev_ext.rejected,
                           pat_ext.rejected])
     return PreparedCorpus(corpus, dev_ext.mentions, pat_ext.mentions, dev_emb, pat_emb, matches, rejected)

@@ -6,11 +6,10 @@ from dagster_duckdb import DuckDBResource
 
 from meddevkg_core import schemas
 from meddevkg_core.candidates import Stage2Inputs, collect_candidates
-from meddevkg_core.companies import build_company_dictionary, company_match_table
+from meddevkg_core.companies import build_company_dictionary
 from meddevkg_core.config import PipelineConfig
 from meddevkg_core.cross_encoder import score_candidate_pairs
-from meddevkg_core.device_activity import with_last_decision
-from meddevkg_core.pipeline import stage2_inputs
+from meddevkg_core.pipeline import market_company_matches, stage2_inputs
 from meddevkg_core.rerank import FoldModels, RivalPool, fit_fold_models, rank_pool, uses_contest
 from meddevkg_core.text_adapter import Vectors
 from meddevkg_core.training_pairs import training_pairs as build_training_pairs
@@ -60,8 +59,7 @@ def stage2_inputs_of(corpus: CorpusResource, sources: SourcesResource, config: P
     # Patent-side tables arrive year by year from the store: a fixed order keeps the run reproducible.
     patents, patent_embeddings = patents.sort("pat_id"), patent_embeddings.sort("doc_id")
     supplements = dossier_supplements(corpus, sources, pma_supplements)
-    # a deal counts while a device is on the market: up to its latest FDA decision (Reach.holds)
-    matches = company_match_table(with_last_decision(pma_documents, supplements), patents, corpus.resolver())
+    matches = market_company_matches(pma_documents, supplements, patents, corpus.resolver())
     return stage2_inputs(device_embeddings, patent_embeddings, device_entities, patent_entities, matches,
                          ontology_from_table(meddevonto), config, pma_documents, patents, supplements)
 
