@@ -758,8 +758,8 @@ def main_pairs_cv(pairs_path: str, out: str, cross_encoder: str | None, device: 
 
     read = load_pairs(pairs_path)
     start = time.perf_counter()
-    if hashing and embedding_model:
-        raise ValueError("choose either the hashing encoder or an embedding model, not both")
+    # `hashing` is the dry-run switch: it names the encoder whatever `embedding_model` says (the CLI fills
+    # that from $MEDDEVKG_EMBEDDING_MODEL), as `embedding_model="hashing"` does
     encoder: Encoder = HashingEncoder() if hashing else load_embedding_model(
         embedding_model, models_dir or default_models_dir(), device=device, backend=embedding_backend)
     nlp = load_spacy_pipeline()

@@ -378,12 +378,10 @@ def _compare_runs(args: argparse.Namespace) -> int:
 def _pairs_cv(args: argparse.Namespace) -> int:
     from meddevkg_core.pair_cv import headline, main_pairs_cv
 
-    # --hashing names the encoder, as --embedding-model hashing does: it overrides $MEDDEVKG_EMBEDDING_MODEL
-    report = main_pairs_cv(args.pairs, args.out, args.cross_encoder, args.device, False,
+    report = main_pairs_cv(args.pairs, args.out, args.cross_encoder, args.device, args.hashing,
                            folds=args.folds, seed=args.seed, fda_pma=args.fda_pma,
                            cross_encoder_backend=args.cross_encoder_backend or "sentence-transformers",
-                           embedding_model="hashing" if args.hashing else args.embedding_model,
-                           embedding_backend=args.embedding_backend)
+                           embedding_model=args.embedding_model, embedding_backend=args.embedding_backend)
     print(json.dumps(report, indent=2, default=str))
     print(f"wrote {args.out}: pair_scores.parquet, report.json")
     print(json.dumps(headline(report)))
@@ -878,10 +876,19 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `meddevkg trajectory ... | head`: the reader left; stop as Unix tools do (SIGPIPE)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python exits
         return 128 + signal.SIGPIPE
-    except (InputError, OSError) as exc:  # an unusable input, named by the message: no traceback for it
-        print(f"{exc.filename}: {exc.strerror}" if isinstance(exc, OSError) and exc.filename else str(exc),
-              file=sys.stderr)
+    except InputError as exc:  # an unusable input, named by the message: no traceback for it
+        print(exc, file=sys.stderr)
         return 1
+    except _UNREADABLE_PATH as exc:  # a path that cannot be read, as the system names it
+        if not exc.filename:
+            raise  # not a file the user gave: a network or library fault keeps its traceback
+        print(f"{exc.filename}: {exc.strerror}", file=sys.stderr)
+        return 1
+
+
+_UNREADABLE_PATH = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
+"""The OSErrors that mean a path given to the command cannot be read; other OSErrors (a full disk,
+a refused connection, a model library's load error) are faults to see whole."""
 
 
 if __name__ == "__main__":

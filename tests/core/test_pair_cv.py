@@ -368,7 +368,8 @@ def test_main_pairs_cv_reads_supplements_from_fda_records(tmp_path: Path, pairs:
     pl.DataFrame({"submission_number": ["P100006/S001", "P999999/S001"], "date_decision": ["2020-01-01", "2020-01-01"],
                   "device": ["ABLATOR", "X"], "approval_order_statement": ["New generator controls.", "Y"]}
                  ).write_parquet(fda)
+    # hashing names the encoder whatever the model setting says ($MEDDEVKG_EMBEDDING_MODEL fills it in the CLI)
     report = pair_cv.main_pairs_cv(str(src), str(tmp_path / "out"), None, "cpu", True, folds=4, repeats=1,
-                                   fda_pma=str(fda))
+                                   fda_pma=str(fda), embedding_model=str(tmp_path / "no-such-model"))
     assert report["input"]["fda_pma"] == str(fda) and report["input"]["devices_with_supplements"] == 1
     assert "learned_no_dossier" in report["scorers"]

@@ -406,20 +406,6 @@ def test_the_embedding_backend_setting_reaches_run_and_benchmark_and_pairs_cv_ha
     assert usage.value.code == 2  # argparse's "unrecognized arguments"
 
 
-def test_pairs_cv_hashing_names_the_encoder_whatever_the_model_variable_says(tmp_path, monkeypatch):
-    # with MEDDEVKG_EMBEDDING_MODEL set, --hashing ended in "choose either ..." and a traceback
-    import meddevkg_core.pair_cv as pair_cv
-
-    seen = {}
-    monkeypatch.setattr(pair_cv, "main_pairs_cv", lambda *args, **kwargs: seen.update(kwargs, hashing=args[4]) or {})
-    monkeypatch.setattr(pair_cv, "headline", lambda report: report)
-    monkeypatch.setenv("MEDDEVKG_EMBEDDING_MODEL", "all-MiniLM-L6-v2")
-    assert main(["pairs-cv", "--pairs", "x.parquet", "--out", str(tmp_path), "--hashing"]) == 0
-    assert seen["embedding_model"] == "hashing" and not seen["hashing"]
-    assert main(["pairs-cv", "--pairs", "x.parquet", "--out", str(tmp_path)]) == 0
-    assert seen["embedding_model"] == "all-MiniLM-L6-v2"
-
-
 def test_removing_partitions_deletes_their_rows_in_one_go_and_what_the_ui_left(harness, monkeypatch, capsys):
     # Dagster deletes a dynamic partition's key only: its rows stayed in the store, and readers of
     # whole tables (other devices' rival pools) went on using them.
@@ -499,6 +485,13 @@ def test_an_unusable_input_ends_the_command_with_one_line_naming_it(tmp_path, mo
     monkeypatch.setattr(meddevkg_core.corpus, "read_corpus", unreadable)
     assert main(["run", "--corpus", str(corpus), "--out", out]) == 1
     assert capsys.readouterr().err == f"{corpus}/devices.csv: Permission denied\n"
+
+    def disk_full(root):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(meddevkg_core.corpus, "read_corpus", disk_full)
+    with pytest.raises(OSError, match="No space left"):  # not an input's fault: it keeps its traceback
+        main(["run", "--corpus", str(corpus), "--out", out])
 
     def bug(root):
         raise ValueError("a fault in the code")
