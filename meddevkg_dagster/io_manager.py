@@ -56,20 +56,19 @@ class PartitionRangePolarsTypeHandler(DuckDBPolarsTypeHandler):
         obj_arrow = in_batches(obj)  # noqa: F841  (DuckDB reads the frame by this name)
         untyped = [name for name, dtype in obj.schema.items() if dtype == pl.Null]
         stored = _stored_columns(connection, table_slice)
-        if stored is None:
+        change = "" if stored is None else schema_change(
+            stored, _described(connection.execute("describe select * from obj_arrow")), untyped)
+        if change and table_slice.partition_dimensions:
+            raise StoredSchemaError(
+                f"{table}: the stored table's columns differ from this output's ({change}), so its other "
+                "partitions were written by other code. Drop the table and materialise all of its "
+                "partitions again (a full run rebuilds every table: meddevkg demo does)")
+        if stored is None or change:  # a new table, or one rewritten whole: it takes the frame's columns
             if untyped and obj.height:
                 raise StoredSchemaError(f"{table}: column(s) {untyped} hold only nulls, so they have no type to "
                                         "create the table with; give them a dtype in the asset")
             if obj.width and not untyped:
-                connection.execute(f"create table {table} as select * from obj_arrow limit 0")
-        elif change := schema_change(stored, _described(connection.execute("describe select * from obj_arrow")),
-                                     untyped):
-            if table_slice.partition_dimensions:
-                raise StoredSchemaError(
-                    f"{table}: the stored table's columns differ from this output's ({change}), so its other "
-                    "partitions were written by other code. Drop the table and materialise all of its "
-                    "partitions again (a full run rebuilds every table: meddevkg demo does)")
-            connection.execute(f"create or replace table {table} as select * from obj_arrow limit 0")
+                connection.execute(f"create or replace table {table} as select * from obj_arrow limit 0")
         if obj.height:
             connection.execute(f"insert into {table} by name select * from obj_arrow")
         metadata = {"row_count": obj.height}

@@ -204,6 +204,8 @@ def test_a_table_without_partitions_takes_the_outputs_columns_and_nulls_never_ty
     assert result.success and stored == [("n", "BIGINT"), ("recall", "DOUBLE")] and rows == [(4, None)]
     result, stored, rows = _summary(tmp_path, '{"n": 0.5, "pairs": 7}')  # rewritten whole: its columns now
     assert result.success and stored == [("n", "DOUBLE"), ("pairs", "BIGINT")] and rows == [(0.5, 7)]
+    result, stored, rows = _summary(tmp_path, '{"n": 0.5, "pairs": 7, "share": null}')  # rewritten, untyped
+    assert not result.success and stored == [("n", "DOUBLE"), ("pairs", "BIGINT")] and rows == [(0.5, 7)]
 
 
 def test_rows_are_inserted_by_column_name(tmp_path):
