@@ -701,6 +701,8 @@ def remove_partitions(instance, definition, keys: list[str], db: Path) -> dict[s
                 con.commit()
         except duckdb.Error as exc:
             raise SystemExit(f"{db}: no row or partition was removed ({exc})") from exc
+    else:  # nothing to delete here, but maybe rows in the store the deployment uses
+        print(f"{db}: no store at this path (MEDDEVKG_DUCKDB, MEDDEVKG_HOME): only the partition keys are removed")
     registered = set(instance.get_dynamic_partitions(definition.name))
     for key in keys:
         if key in registered:

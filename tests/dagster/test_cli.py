@@ -382,6 +382,7 @@ def test_partitions_are_added_from_the_command_line_with_the_runs_that_materiali
     with pytest.raises(SystemExit, match="--add-years: grant years '2025-2019'"):
         main(["partitions", "--add-years", "2025-2019"])
     assert main(["partitions", "--delete-years", "undated", "--delete-devices", "p100045"]) == 0  # no store yet
+    assert "warehouse.duckdb: no store at this path" in capsys.readouterr().out
     with dg.DagsterInstance.from_config(str(tmp_path / "dagster_home")) as instance:
         assert instance.get_dynamic_partitions("patent_years") == ["2024", "2023", "2025"]
         assert instance.get_dynamic_partitions("pma_devices") == []
