@@ -51,10 +51,10 @@ def new_pma_sensor(context: dg.SensorEvaluationContext, openfda: OpenFDAResource
     # it is logged at every tick whose window holds it. It does not hold the cursor: openFDA may never
     # correct it, and every later approval would wait; once corrected, `meddevkg partitions --add-devices`.
     for key, reason in rejected.select("record_key", "reason").iter_rows():
-        context.log.warning(f"openFDA record {key} failed validation, not considered: {reason}")
+        context.log.warning(f"openFDA record {key} set aside: {reason}")
     known = set(context.instance.get_dynamic_partitions(pma_devices.name))
     plan = plan_refresh(cursor, found, known, statuses)
-    invalid = f"; {rejected.height} record(s) failed validation (see the tick's log)" if rejected.height else ""
+    invalid = f"; {rejected.height} record(s) set aside (see the tick's log)" if rejected.height else ""
     context.log.info(f"openFDA: {found.height} selected original(s) decided {cursor.since}..{today}{invalid}; "
                      f"{len(plan.add_keys)} new, {len(plan.completed)} batch(es) done, "
                      f"{len(plan.cursor.pending)} pending; since -> {plan.cursor.since}")

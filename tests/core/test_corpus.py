@@ -11,7 +11,7 @@ def _write_jsonl(path, rows):
     path.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows) + "\n")
 
 
-def test_a_jsonl_column_null_on_every_line_is_read_as_empty_text(tmp_path):
+def test_a_jsonl_column_null_on_every_line_is_read_as_a_text_column_of_nulls(tmp_path):
     # it came back untyped, and the reader stopped on a polars SchemaError naming no file
     _write_jsonl(tmp_path / "devices.jsonl", [{"fda_id": "P1", "trade_name": None, "text": "Coronary stent"},
                                               {"fda_id": "P2", "trade_name": None, "text": "Heart valve"}])

@@ -91,11 +91,11 @@ def test_a_malformed_record_in_the_poll_is_logged_with_its_reason(fake_source, m
 
     assert tick.run_requests == [] and json.loads(tick.cursor)["since"] == "2026-11-01"
     assert tick.skip_reason.skip_message == (
-        "no new approvals since 2026-11-01; 2 record(s) failed validation (see the tick's log)")
+        "no new approvals since 2026-11-01; 2 record(s) set aside (see the tick's log)")
     log = capsys.readouterr().err
-    assert "openFDA record openfda device/pma#5:P260003 failed validation, not considered: unparseable " \
+    assert "openFDA record openfda device/pma#5:P260003 set aside: unparseable " \
            "decision_date '2026-13-45'" in log
-    assert "#6:P26-004 failed validation, not considered: pma_number 'P26-004' is not a PMA number" in log
+    assert "#6:P26-004 set aside: pma_number 'P26-004' is not a PMA number" in log
 
 
 def test_with_the_corpus_as_device_source_the_sensor_skips_without_polling(openfda, fake_source):
