@@ -60,7 +60,8 @@ def load_pma_records(path: str | Path, fda_ids: Sequence[str] | None = None) -> 
     frame = openfda_named(read_pma_file(path)).with_row_index("__row__")
     if fda_ids is not None:  # chosen before the rows are cleaned one by one: the national file has 55K
         frame = frame.filter(pma_number_in(fda_ids))
-    return pma_records_to_devices(frame_records(frame), source=path.name, row_numbers=frame["__row__"].to_list())
+    return pma_records_to_devices(frame_records(frame), source=path.name, row_numbers=frame["__row__"].to_list(),
+                                  devices_need_text=False)  # its devices come from the corpus, not from here
 
 
 def load_supplements(path: str | Path, fda_ids: Sequence[str] | None = None) -> TableRead:

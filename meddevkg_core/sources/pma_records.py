@@ -150,11 +150,12 @@ _Held = tuple[tuple[date, str], int, dict[str, Any], object]  # (rank, position,
 
 
 def pma_records_to_devices(records: Iterable[object], source: str = "openfda device/pma", *,
-                           row_numbers: Sequence[int] | None = None) -> PmaDevices:
+                           row_numbers: Sequence[int] | None = None, devices_need_text: bool = True) -> PmaDevices:
     """Validate raw PMA records (dicts in openFDA field names) into devices, quarantine and counts.
 
     `row_numbers`: each record's row in the file it was read from, for the quarantine's keys (default:
-    its position in `records`)."""
+    its position in `records`). `devices_need_text=False` keeps an original without any text: a
+    reader of the records' dates and supplements (the dossiers) needs no device text from it."""
     counts = dict.fromkeys(("records", "supplements", "originals", "duplicates", "superseded", "rejected",
                             "devices"), 0)
     rejected: list[dict[str, str]] = []
@@ -209,7 +210,8 @@ def pma_records_to_devices(records: Iterable[object], source: str = "openfda dev
                             pma, f"supplement {supplement} of {pma}")
             continue
         row = {**values, "pma_number": pma, "supplement_number": None, "decision_date": decided}
-        if not problems and not device_text(row["generic_name"], row["trade_name"], row["ao_statement"]):
+        if devices_need_text and not problems and not device_text(row["generic_name"], row["trade_name"],
+                                                                  row["ao_statement"]):
             problems.append("no generic_name, trade_name or ao_statement: nothing to read")
         if problems:
             rejected.append(_reject(source, index, pma, "; ".join(problems), record))

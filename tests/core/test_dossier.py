@@ -180,3 +180,15 @@ def test_an_approval_date_comes_from_the_original_the_dossiers_keep_and_a_confli
     assert with_fda_decision_dates(devices, path)["decision_date"].to_list() == [date(2014, 10, 24)]
     [reason] = load_pma_records(path, ["P130026"]).rejected["reason"].to_list()
     assert reason.startswith("duplicate original of P130026: superseded by record #0")
+
+
+def test_an_original_without_text_still_dates_its_device_and_is_not_quarantined(tmp_path: Path):
+    # the device comes from the corpus: the record only needs a valid number and date here
+    from meddevkg_core.app_store import with_fda_decision_dates
+    from meddevkg_core.dossier import load_pma_records
+
+    path = tmp_path / "pma.csv"
+    path.write_text("pma_number,supplement_number,decision_date,ao_statement\nP100045,,2014-05-28,\n")
+    devices = pl.DataFrame({"fda_id": ["P100045"], "text": ["sensor"]})
+    assert with_fda_decision_dates(devices, path)["decision_date"].to_list() == [date(2014, 5, 28)]
+    assert load_pma_records(path, ["P100045"]).rejected.height == 0
