@@ -109,17 +109,11 @@ def with_fda_decision_dates(devices: pl.DataFrame | None, fda_pma: str | Path) -
     """Fill missing decision dates from FDA's PMA records (the benchmark's devices carry none): each
     device's original approval, from the records the dossiers keep (dossier.load_pma_records: a
     conflicting copy of an original is quarantined there; `run` and `benchmark` report it)."""
-    from meddevkg_core.dossier import load_pma_records
+    from meddevkg_core.dossier import load_pma_records, with_approval_dates
 
     if devices is None:
         return None
-    originals = load_pma_records(fda_pma, devices["fda_id"].to_list()).originals.select(
-        "pma_number", pl.col("decision_date").alias("date_decision"))
-    base = devices if "decision_date" in devices.columns else devices.with_columns(
-        pl.lit(None, pl.Date).alias("decision_date"))
-    return (base.join(originals, left_on="fda_id", right_on="pma_number", how="left")
-            .with_columns(pl.coalesce(pl.col("decision_date").cast(pl.Date), "date_decision").alias("decision_date"))
-            .drop("date_decision"))
+    return with_approval_dates(devices, load_pma_records(fda_pma, devices["fda_id"].to_list()).originals)
 
 
 # --------------------------------------------------------------------------- DuckDB views

@@ -89,10 +89,23 @@ def read_pma_file(path: str | Path) -> pl.DataFrame:
     return frame
 
 
-def with_supplements(corpus: Corpus, fda_pma: str | Path | None) -> Corpus:
+def with_approval_dates(devices: pl.DataFrame, originals: pl.DataFrame) -> pl.DataFrame:
+    """Fill the devices' missing decision dates with their originals' (`load_pma_records(...).originals`)."""
+    dates = originals.select("pma_number", pl.col("decision_date").alias("date_decision"))
+    base = devices if "decision_date" in devices.columns else devices.with_columns(
+        pl.lit(None, pl.Date).alias("decision_date"))
+    return (base.join(dates, left_on="fda_id", right_on="pma_number", how="left")
+            .with_columns(pl.coalesce(pl.col("decision_date").cast(pl.Date), "date_decision").alias("decision_date"))
+            .drop("date_decision"))
+
+
+def with_supplements(corpus: Corpus, fda_pma: str | Path | None, *, approval_dates: bool = False) -> Corpus:
     """The corpus with its devices' supplements from an FDA PMA records file (unchanged without one);
-    the devices' records that fail validation join the corpus's rejected rows."""
+    the devices' records that fail validation join the corpus's rejected rows. `approval_dates` also
+    fills missing decision dates from the same read (`with_approval_dates`)."""
     if fda_pma is None:
         return corpus
-    read = load_supplements(fda_pma, corpus.devices["fda_id"].to_list())
-    return replace(corpus, supplements=read.valid, rejected=pl.concat([corpus.rejected, read.rejected]))
+    read = load_pma_records(fda_pma, corpus.devices["fda_id"].to_list())
+    devices = with_approval_dates(corpus.devices, read.originals) if approval_dates else corpus.devices
+    return replace(corpus, devices=devices, supplements=read.supplements,
+                   rejected=pl.concat([corpus.rejected, read.rejected]))

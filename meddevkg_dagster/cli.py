@@ -325,19 +325,16 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _benchmark(args: argparse.Namespace) -> int:
-    from dataclasses import replace
 
-    from meddevkg_core.app_store import with_fda_decision_dates
     from meddevkg_core.benchmark import run_benchmark
     from meddevkg_core.corpus import read_corpus
     from meddevkg_core.dossier import with_supplements
 
     if args.fda_approval_dates and not args.fda_pma:  # a usage error, before any file is read
         raise SystemExit("--fda-approval-dates reads the approvals from --fda-pma: give both")
-    corpus = with_supplements(read_corpus(args.corpus), args.fda_pma)
+    # one read of the FDA records: the supplements, and with --fda-approval-dates the approvals too
+    corpus = with_supplements(read_corpus(args.corpus), args.fda_pma, approval_dates=args.fda_approval_dates)
     _require_trainable_gold(corpus, args.corpus)
-    if args.fda_approval_dates:
-        corpus = replace(corpus, devices=with_fda_decision_dates(corpus.devices, args.fda_pma))
     config = pipeline_config(args)
     models = _models(args, config)
     with _exit_on_untrainable_gold(args.corpus):
@@ -648,7 +645,7 @@ def _partitions(args: argparse.Namespace) -> int:
     import dagster as dg
 
     from meddevkg_core.patent_years import parse_year_keys
-    from meddevkg_dagster.partitions import key_ranges, patent_years, pma_devices, range_tags
+    from meddevkg_dagster.partitions import key_ranges, patent_years, pma_devices
 
     def year_keys_of(option: str) -> list[str]:
         try:
@@ -670,8 +667,7 @@ def _partitions(args: argparse.Namespace) -> int:
             if not wanted:
                 print(f"{name}: {len(keys)} partition(s)" + (f", {keys[0]} .. {keys[-1]}" if keys else ""))
             for start, end in key_ranges(wanted, keys):  # one run per stretch of neighbouring keys
-                print("  " + dagster_command(os.environ, ["job", "execute", "-m", "meddevkg_dagster.definitions",
-                                                          "-j", job, "--tags", json.dumps(range_tags(start, end))]))
+                print("  " + _job_command(job, start, end))
     return 0
 
 
@@ -682,7 +678,7 @@ def remove_partitions(instance, definition, keys: list[str], db: Path) -> dict[s
     import duckdb
 
     from meddevkg_dagster.definitions import defs
-    from meddevkg_dagster.partitions import pma_devices, range_tags, stored_partition_tables
+    from meddevkg_dagster.partitions import pma_devices, stored_partition_tables
     from meddevkg_dagster.resources import WAREHOUSE_SCHEMA
 
     tables = stored_partition_tables(defs.resolve_asset_graph(), definition)
@@ -717,10 +713,16 @@ def remove_partitions(instance, definition, keys: list[str], db: Path) -> dict[s
     if devices := instance.get_dynamic_partitions(pma_devices.name):  # what read every partition still counts them
         print("  the assets that read every partition (the graph, the reranker, the evaluation, other devices' "
               "pools) still include them until meddevkg_job runs again:")
-        print("  " + dagster_command(os.environ, ["job", "execute", "-m", "meddevkg_dagster.definitions", "-j",
-                                                  "meddevkg_job", "--tags", json.dumps(range_tags(devices[0],
-                                                                                                   devices[-1]))]))
+        print("  " + _job_command("meddevkg_job", devices[0], devices[-1]))
     return deleted
+
+
+def _job_command(job: str, start: str, end: str) -> str:
+    """The `dagster job execute` line that runs `job` over the partition range start..end."""
+    from meddevkg_dagster.partitions import range_tags
+
+    return dagster_command(os.environ, ["job", "execute", "-m", "meddevkg_dagster.definitions", "-j", job,
+                                        "--tags", json.dumps(range_tags(start, end))])
 
 
 def _pma(value: str) -> str:
