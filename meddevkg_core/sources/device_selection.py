@@ -26,7 +26,7 @@ import polars as pl
 from pydantic import BaseModel
 
 from meddevkg_core.atomic_files import replaced_file
-from meddevkg_core.corpus import CorpusError, read_raw, required_table
+from meddevkg_core.corpus import CorpusError, read_raw, required_table, validate_table
 from meddevkg_core.dossier import read_pma_file
 from meddevkg_core.sources.pma_records import canonical_pma, devices_from_pma
 
@@ -230,6 +230,10 @@ def format_selection_report(report: dict[str, Any]) -> str:
     lines += [f"  {n:>4}  {reason}" for reason, n in report["only_selection_reasons"].items()]
     lines += ["", "only in the benchmark, by reason:"]
     lines += [f"  {n:>4}  {reason}" for reason, n in report["only_benchmark_reasons"].items()]
+    rejected = report["detail"].get("benchmark_rejected", [])
+    if rejected:
+        lines += ["", f"benchmark rows rejected, not counted ({len(rejected)}):"]
+        lines += [f"  {r['record_key']}  {r['reason']}" for r in rejected[:_MAX_LISTED]]
     for side in ("only_selection", "only_benchmark"):
         rows = report["detail"][side]
         lines += ["", f"{side.replace('_', ' ')} ({len(rows)}):"]
@@ -242,17 +246,20 @@ def main_select_devices(fda_pma_path: str | Path, product_codes_path: str | Path
                         out_path: str | Path | None = None) -> dict[str, Any]:
     """Read fdadata_pma / fdadata_product_codes / the devices table of `benchmark_dir` and compare; with
     `out_path`, also write the selected originals as a corpus devices table (Parquet, schemas.DEVICES).
-    A CorpusError names an input that cannot be read or is not what it should be."""
+    Benchmark rows the corpus reader rejects (a blank or repeated id) are not counted: the report lists
+    them under `benchmark_rejected`. A CorpusError names an input that cannot be read or is not what it
+    should be."""
     fda_pma = read_pma_file(fda_pma_path)
     try:
         product_codes = pl.read_parquet(product_codes_path)
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise CorpusError(f"{product_codes_path}: cannot be read as FDA product codes: {exc}") from exc
     devices_path = required_table(Path(benchmark_dir), "devices")
-    benchmark = read_raw(devices_path)
-    if "fda_id" not in benchmark.columns:
-        raise CorpusError(f"{devices_path}: no fda_id column (columns: {', '.join(benchmark.columns)})")
-    report = compare_selection(fda_pma, product_codes, benchmark)
+    # the corpus's rules, so a blank or repeated id is reported as the benchmark run would reject it
+    benchmark = validate_table(read_raw(devices_path), "devices", source=str(devices_path))
+    report = compare_selection(fda_pma, product_codes, benchmark.valid)
+    report["benchmark_rejected"] = benchmark.rejected.height
+    report["detail"]["benchmark_rejected"] = benchmark.rejected.select("record_key", "reason").to_dicts()
     if out_path is not None:
         path = Path(out_path)
         devices = devices_from_pma(select_originals(fda_pma))

@@ -163,3 +163,17 @@ def test_main_reads_the_benchmark_devices_in_any_corpus_format_and_names_a_wrong
         main_select_devices(tmp_path / "pma.parquet", tmp_path / "missing.parquet", tmp_path / "bench")
     with pytest.raises(CorpusError, match="no devices table"):
         main_select_devices(tmp_path / "pma.parquet", tmp_path / "codes.parquet", tmp_path)
+
+
+def test_main_reads_the_benchmark_ids_as_the_corpus_does_and_reports_the_rows_it_rejects(tmp_path):
+    FDA.write_parquet(tmp_path / "pma.parquet")
+    CODES.write_parquet(tmp_path / "codes.parquet")
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "devices.csv").write_text("fda_id,text\nP100001 ,t\nP100001,t\n  ,t\nP100002,t\n")
+    report = main_select_devices(tmp_path / "pma.parquet", tmp_path / "codes.parquet", tmp_path / "bench")
+    assert (report["benchmark"], report["overlap"], report["only_benchmark"]) == (2, 2, 0)
+    assert report["benchmark_rejected"] == 2
+    assert report["detail"]["benchmark_rejected"] == [
+        {"record_key": "devices#1:P100001", "reason": "duplicate key of row 0"},
+        {"record_key": "devices#2:  ", "reason": "missing fda_id"}]
+    assert "devices#1:P100001  duplicate key of row 0" in format_selection_report(report)
