@@ -44,7 +44,7 @@ import numpy as np
 import polars as pl
 
 from meddevkg_core.config import UNIFORM_ENTITY_POINTS, CandidateConfig
-from meddevkg_core.corpus import Corpus, read_raw
+from meddevkg_core.corpus import Corpus, key_text, read_raw
 from meddevkg_core.entities import ExtractionResult, extract_mentions, map_phrase
 from meddevkg_core.entity_match import DocKeys, EntityMatcher, doc_keys
 from meddevkg_core.ontology import Ontology, normalize_term
@@ -201,12 +201,13 @@ def pair_summary(scored: pl.DataFrame, prefix: str) -> dict[str, Any]:
 
 
 def read_llm_entities(path: str | Path) -> pl.DataFrame:
-    """The paper's per-gold-pair LLM entity names (Parquet, CSV or JSON Lines), as text columns."""
+    """The paper's per-gold-pair LLM entity names (Parquet, CSV or JSON Lines), as text columns; the
+    ids trimmed as the corpus trims them, so "P000018 " joins to device P000018."""
     df = read_raw(Path(path))
     missing = [c for c in LLM_COLUMNS if c not in df.columns]
     if missing:
         raise ValueError(f"{path}: missing column(s) {', '.join(missing)} (columns: {', '.join(df.columns)})")
-    return df.select(LLM_COLUMNS)
+    return df.select(key_text("fda_id"), key_text("pat_id"), "ent_names_d", "ent_names_p")
 
 
 def _llm_strings(pairs: pl.DataFrame, id_col: str, names_col: str) -> list[tuple[str, str]]:

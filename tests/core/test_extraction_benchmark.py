@@ -14,6 +14,7 @@ from meddevkg_core.extraction_benchmark import (
     distinct_norm_tiers,
     llm_entity_recall,
     pair_summary,
+    read_llm_entities,
     sample_random_pairs,
     score_pairs,
 )
@@ -165,3 +166,14 @@ def test_bench_extract_cli_prints_a_summary_and_last_a_json_line(tmp_path, capsy
     assert r["llm_pairs"] == gold.unique().height
     assert r["gold_tier_match_share"] > r["random_tier_match_share"]
     assert r["gold_weighted_overlap_mean"] >= r["gold_s_entity_mean"] >= 0
+
+
+def test_llm_entity_ids_are_trimmed_as_the_corpus_trims_them(tmp_path, onto):
+    (tmp_path / "llm.csv").write_text("fda_id,pat_id,ent_names_d,ent_names_p\nD1 , P1,stent,stent\n")
+    llm = read_llm_entities(tmp_path / "llm.csv")
+    assert llm.select("fda_id", "pat_id").row(0) == ("D1", "P1")
+    gold = pl.DataFrame({"fda_id": ["D1"], "pat_id": ["P1"]})
+    stent = onto.lookup("stent")
+    r = llm_entity_recall(llm, gold, _mentions([("D1", "stent", stent, "exact")]),
+                          _mentions([("P1", "stent", stent, "exact")]), onto)
+    assert (r["llm_pairs"], r["llm_entity_recall"]) == (1, 1.0)
