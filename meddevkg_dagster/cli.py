@@ -547,6 +547,8 @@ def _recall_rootcause(args: argparse.Namespace) -> int:
                 records = client.by_recall_number(args.recall_number)
         except (SourceError, ValueError) as exc:
             raise SystemExit(str(exc)) from exc  # the message names the source
+        for bad in client.rejected:
+            print(f"openFDA record {bad['record_key']} set aside: {bad['reason']}")
         if not records:
             raise SystemExit(f"openFDA has no device recall {args.recall_number}")
         causes = [recall_root_cause(tables.links, recall=r, devices=tables.devices, patents=tables.patents)

@@ -19,6 +19,7 @@ from typing import Any
 
 from meddevkg_core.http_client import SourceError
 from meddevkg_core.sources.openfda import MAX_LIMIT, OpenFDAConfig, OpenFDAEndpoint
+from meddevkg_core.sources.pma_records import not_an_object
 
 RECALL_PATH = "/device/recall.json"
 URL_ENV = "MEDDEVKG_OPENFDA_URL"
@@ -92,6 +93,12 @@ class OpenFDARecallClient(OpenFDAEndpoint):
 
     endpoint = "device/recall"
     path = RECALL_PATH
+    rejected: list[dict[str, str]]
+    """The records of the searches so far that were no JSON object (schemas.REJECTED_RECORDS rows)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.rejected = []
+        super().__init__(*args, **kwargs)
 
     def _config_from_env(self) -> OpenFDAConfig:
         return recall_config_from_env()
@@ -113,7 +120,8 @@ class OpenFDARecallClient(OpenFDAEndpoint):
         return list(seen.values())
 
     def search(self, search: str) -> list[dict[str, Any]]:
-        """All records of one openFDA search, [] on 404; raises SourceError on a malformed answer."""
+        """All records of one openFDA search, [] on 404; raises SourceError on a malformed answer. A
+        record that is no JSON object is kept in `rejected`, numbered by its place in the search."""
         limit = min(self.config.page_size, MAX_LIMIT)
         records: list[dict[str, Any]] = []
         received, total = 0, None
@@ -136,6 +144,10 @@ class OpenFDARecallClient(OpenFDAEndpoint):
                 raise SourceError("openFDA recall answered with a malformed results list or total")
             if not page:
                 break
+            for index, record in enumerate(page, received):
+                if isinstance(record, dict):
+                    records.append(record)
+                else:
+                    self.rejected.append(not_an_object(f"openfda device/recall {search}", index, record))
             received += len(page)
-            records += [r for r in page if isinstance(r, dict)]
         return records

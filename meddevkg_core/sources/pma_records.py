@@ -146,6 +146,11 @@ def _reject(source: str, index: int, key: str, reason: str, record: object) -> d
             "record": _payload(record)}
 
 
+def not_an_object(source: str, index: int, record: object) -> dict[str, str]:
+    """The quarantine row (schemas.REJECTED_RECORDS) of record #index of an openFDA answer that is no JSON object."""
+    return _reject(source, index, "", f"record is a {type(record).__name__}, not a JSON object", record)
+
+
 _Held = tuple[tuple[date, str], int, dict[str, Any], object]  # (rank, position, row, record)
 
 
@@ -180,8 +185,7 @@ def pma_records_to_devices(records: Iterable[object], source: str = "openfda dev
         index = row_numbers[position] if row_numbers is not None else position
         counts["records"] += 1
         if not isinstance(record, dict):
-            rejected.append(_reject(source, index, "", f"record is a {type(record).__name__}, not a JSON object",
-                                    record))
+            rejected.append(not_an_object(source, index, record))
             continue
         values, problems = {}, []
         for name in _FIELDS:

@@ -126,3 +126,12 @@ def test_an_openfda_failure_ends_the_command_with_one_message_naming_the_source(
         main(["recall-rootcause", "--recall-number", "Z-1234-2024", "--db", str(harness.db)])
     message = str(stop.value)
     assert message.startswith("openFDA device/recall") and message.count("openFDA device/recall") == 1
+
+
+def test_a_recall_record_that_is_not_an_object_is_named_with_its_reason(demo, fake_source, monkeypatch, capsys):
+    harness, _, _ = demo
+    _serve_recall(fake_source, monkeypatch, "Z-1234-2024")  # a string, not a record
+    with pytest.raises(SystemExit, match="openFDA has no device recall Z-1234-2024"):
+        main(["recall-rootcause", "--recall-number", "Z-1234-2024", "--db", str(harness.db)])
+    assert ('openFDA record openfda device/recall product_res_number:"Z-1234-2024"#0:? set aside: record is a str, '
+            "not a JSON object") in capsys.readouterr().out

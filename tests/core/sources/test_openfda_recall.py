@@ -135,3 +135,16 @@ def test_the_key_is_the_api_key_parameter_and_a_refusal_names_the_variable(fake_
     config = recall_config_from_env()
     assert config.base_url == fake_source.url and config.api_key.get_secret_value() == key
     assert key not in json.dumps(config.model_dump(mode="json"))
+
+
+def test_a_record_that_is_not_an_object_is_set_aside_with_its_index_and_reason(fake_source):
+    good = _recall(1, ["P909001"])
+    fake_source.route(PATH, lambda *_: (200, {"meta": {"results": {"total": 3}}, "results": ["oops", good, [5]]}))
+    with OpenFDARecallClient(_config(fake_source.url)) as client:
+        assert client.by_recall_number("Z-0001-2021") == [good]
+    source = 'openfda device/recall product_res_number:"Z-0001-2021"'
+    assert client.rejected == [
+        {"source": source, "record_key": f"{source}#0:?", "reason": "record is a str, not a JSON object",
+         "record": '"oops"'},
+        {"source": source, "record_key": f"{source}#2:?", "reason": "record is a list, not a JSON object",
+         "record": "[5]"}]
