@@ -883,7 +883,8 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python exits
         return 128 + signal.SIGPIPE
     except InputError as exc:  # an unusable input, named by the message: no traceback for it
-        print(exc, file=sys.stderr)
+        # its first line: a wrapped library message may go on with advice on the library's own API
+        print(str(exc).strip().partition("\n")[0], file=sys.stderr)
         return 1
     except _UNREADABLE_PATH as exc:  # a path that cannot be read, as the system names it
         if not exc.filename:
