@@ -211,8 +211,9 @@ def run_benchmark(corpus: Corpus, models: Models, config: PipelineConfig, out: s
                   progress: Callable[[str], None] = print, ablations: bool = True) -> BenchmarkResult:
     """Run, evaluate and write every output of the benchmark contract into `out`.
 
-    `ablations=False` leaves out the ablation reruns (most of the run time on the real benchmark):
-    the report's `ablations` is then empty, every other output the same. For measuring a variant
+    `ablations=False` leaves out the ablation reruns and the sensitivity rerun (most of the run time
+    on the real benchmark): the report's `ablations` and `sensitivity` are then empty, every other
+    output the same. For measuring a variant
     over several seeds, where only the main run's figures are compared (run_comparison)."""
     out = Path(out)
     (out / "plots").mkdir(parents=True, exist_ok=True)

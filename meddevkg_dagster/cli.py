@@ -802,8 +802,8 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--out", required=True, help="output directory")
     _add_config_option(bench)
     bench.add_argument("--no-ablations", action="store_true",
-                       help="leave out the ablation reruns (about three quarters of the run time): enough for "
-                       "compare-runs, which reads the main run's rankings only")
+                       help="leave out the ablation reruns and the company-relations sensitivity rerun (most of "
+                       "the run time): enough for compare-runs, which reads the main run's rankings only")
     _add_fda_pma_option(bench, "the dossier_lexical score; without it that score is missing")
     bench.add_argument("--fda-approval-dates", action="store_true",
                        help="date the corpus's devices by their FDA approval from --fda-pma, as openFDA's PMA "
