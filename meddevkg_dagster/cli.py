@@ -781,11 +781,12 @@ def main(argv: list[str] | None = None) -> int:
     demo = sub.add_parser("demo", help="materialise every asset on the bundled demo corpus (or $MEDDEVKG_CORPUS) "
                                        "and print a summary")
     demo.set_defaults(func=_demo)
-    parts = sub.add_parser("partitions", help="list the instance's device and grant-year partitions, or add some "
-                           "and print the run that materialises them")
+    parts = sub.add_parser("partitions", help="list the instance's device and grant-year partitions, add some and "
+                           "print the run that materialises them, or remove some with their stored rows")
     parts.add_argument("--add-years", help="grant years: 2019, 1976-2026 or undated, comma-separated")
     parts.add_argument("--add-devices", nargs="+", metavar="PMA", help="PMA numbers (P240003 ...)")
-    parts.add_argument("--delete-years", help="grant years to remove, with their rows in the store")
+    parts.add_argument("--delete-years", help="grant years to remove (as --add-years), with their rows in the "
+                       "store")
     parts.add_argument("--delete-devices", nargs="+", metavar="PMA",
                        help="PMA numbers to remove, with their rows in the store (also rows a partition deleted "
                             "in the UI left behind)")
@@ -851,7 +852,8 @@ def main(argv: list[str] | None = None) -> int:
     bsc.add_argument("--runs", type=int, default=1, help="timed runs (medians reported)")
     bsc.add_argument("--seed", type=int, default=0)
     bsc.set_defaults(func=_bench_scale)
-    bem = sub.add_parser("bench-embed", help="texts/s of the fp32 and int8 CPU embedding paths, and their agreement")
+    bem = sub.add_parser("bench-embed", help="texts/s of the CPU embedding paths (torch fp32 and int8, ONNX fp32 "
+                         "and int8), and their agreement with fp32")
     bem.add_argument("--corpus", required=True, help="corpus directory whose patent texts to encode")
     bem.add_argument("--texts", type=int, default=500)
     bem.add_argument("--runs", type=int, default=3)
