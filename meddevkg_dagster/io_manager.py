@@ -8,6 +8,8 @@ square of the number of partitions (434 devices: 5 KB per event; 10,000 devices 
 per event, about 8 GB per backfill). For an output spanning several partitions the column schema
 is left out and the query names the first and last keys and how many lie between; an output of
 one partition (a schedule's new device, a one-device backfill) keeps both as Dagster writes them.
+Each partition's event of a range carries its own `dagster/row_count` (the asset's own entry would be
+the whole run's); the run's total is `run_row_count`.
 
 Writes differ from Dagster's in five ways. An output's delete of its partitions and its insert are
 one transaction: a failed write leaves the previous rows, never a table with the partitions deleted
@@ -33,6 +35,7 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 from dagster import InputContext, MetadataValue, OutputContext, TableColumn, TableSchema
+from dagster._core.execution.context.metadata_logging import AssetMetadataHandle, OutputMetadataAccumulator
 from dagster._core.storage.db_io_manager import DbIOManager, DbTypeHandler, TablePartitionDimension, TableSlice
 from dagster_duckdb.io_manager import DuckDbClient
 from dagster_duckdb_polars import DuckDBPolarsIOManager
@@ -53,7 +56,7 @@ class PartitionRangePolarsTypeHandler(DuckDBPolarsTypeHandler):
 
     def handle_output(self, context: OutputContext, table_slice: TableSlice, obj: pl.DataFrame, connection):
         table = f"{table_slice.schema}.{table_slice.table}"
-        obj_arrow = in_batches(obj)  # noqa: F841  (DuckDB reads the frame by this name)
+        obj_arrow = in_batches(obj)  # DuckDB reads the frame by this name
         untyped = [name for name, dtype in obj.schema.items() if dtype == pl.Null]
         stored = _stored_columns(connection, table_slice)
         change = "" if stored is None else schema_change(
@@ -71,11 +74,16 @@ class PartitionRangePolarsTypeHandler(DuckDBPolarsTypeHandler):
                 connection.execute(f"create or replace table {table} as select * from obj_arrow limit 0")
         if obj.height:
             connection.execute(f"insert into {table} by name select * from obj_arrow")
-        metadata = {"row_count": obj.height}
-        if not _spans_partitions(context):
-            metadata["dataframe_columns"] = MetadataValue.table_schema(TableSchema(
-                columns=[TableColumn(name=name, type=str(dtype)) for name, dtype in obj.schema.items()]))
-        context.add_output_metadata(metadata)
+        if _spans_partitions(context) and len(table_slice.partition_dimensions) == 1:
+            # each partition's event counts its own rows; the run's total is named as such
+            counts = _rows_by_partition(obj, obj_arrow, table_slice.partition_dimensions[0].partition_expr,
+                                        connection)
+            add_partition_metadata(context, {key: {"dagster/row_count": counts.get(key, 0)}
+                                             for key in context.asset_partition_keys})
+            context.add_output_metadata({"run_row_count": obj.height})
+        else:
+            context.add_output_metadata({"row_count": obj.height, "dataframe_columns": MetadataValue.table_schema(
+                TableSchema(columns=[TableColumn(name=name, type=str(dtype)) for name, dtype in obj.schema.items()]))})
 
     def load_input(self, context: InputContext, table_slice: TableSlice, connection) -> pl.DataFrame:
         """Dagster's rows in the table's order (see `select_statement`). Dagster's handler reads an
@@ -84,6 +92,31 @@ class PartitionRangePolarsTypeHandler(DuckDBPolarsTypeHandler):
         if table_slice.partition_dimensions and len(context.asset_partition_keys) == 0:
             return pl.DataFrame()
         return connection.execute(*select_statement(table_slice)).pl()
+
+
+def _rows_by_partition(obj: pl.DataFrame, obj_arrow: pa.Table, partition_expr: str, connection) -> dict[str, int]:
+    """Rows per partition key (`obj_arrow` is `obj`, by the name DuckDB reads it by); Polars counts a
+    plain column (0.02 s for a 4.3M-row pool, DuckDB 0.17 s)."""
+    if not obj.height:
+        return {}
+    if partition_expr in obj.columns:
+        return dict(obj.group_by(pl.col(partition_expr).cast(pl.String)).len().iter_rows())
+    return dict(connection.execute(f"select cast({partition_expr} as varchar), count(*) from obj_arrow group by all")
+                .fetchall())
+
+
+def add_partition_metadata(context: OutputContext, by_key: dict[str, dict[str, object]]) -> None:
+    """Metadata for each partition's event of this output, in one update of the step's accumulator.
+
+    Dagster's `add_asset_metadata(..., partition_key=)` does the same one key at a time, listing the
+    run's partitions and copying the accumulator on each call: 6 s for 2,000 keys, about 150 s for
+    10,000, per asset. The pinned Dagster version and test_io_manager stand guard on the internals."""
+    step = context.step_context
+    scoped = dict(step._metadata_accumulator.per_output_metadata)
+    for key, metadata in by_key.items():
+        handle = AssetMetadataHandle(asset_key=context.asset_key, partition_key=key)
+        scoped[handle] = {**scoped.get(handle, {}), **metadata}
+    step._metadata_accumulator = OutputMetadataAccumulator(per_output_metadata=scoped)
 
 
 class StoredSchemaError(Exception):

@@ -53,6 +53,8 @@ def stored_table(schema: pl.Schema, **metadata: object) -> dict[str, object]:
 
 
 def table_metadata(df: pl.DataFrame, **extra) -> dict[str, object]:
+    """The output's rows and `extra`; over a partition range the store's IO manager gives each
+    partition's event its own row count instead (io_manager.add_partition_metadata)."""
     meta: dict[str, object] = {"dagster/row_count": df.height}
     meta.update({k: v for k, v in extra.items() if v is not None})
     return meta

@@ -14,6 +14,8 @@ parts = dg.StaticPartitionsDefinition(KEYS)
 
 @dg.asset(partitions_def=parts)
 def devices(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+    for i, key in enumerate(context.partition_keys):  # as the store's IO manager counts each partition's rows
+        context.add_asset_metadata({"dagster/row_count": i}, partition_key=key)
     return dg.MaterializeResult(metadata={"rows": 3 * len(context.partition_keys), "note": 'quotes " and é'})
 
 
@@ -40,6 +42,16 @@ def test_a_backfills_events_serialise_exactly_as_dagster_serialises_them(logs, m
     partition_events = [e for e in logs if e.is_dagster_event and e.get_dagster_event().partition]
     assert len(partition_events) == 4 * len(KEYS)  # planned and materialised, two assets
     assert len(calls) < len(logs) - len(partition_events) / 2  # most partition events came from a template
+
+
+def test_a_partitions_own_row_count_is_templated_too(logs, monkeypatch):
+    calls = []
+    monkeypatch.setattr(event_serialization, "serialize_value", lambda v: calls.append(v) or serialize_value(v))
+    counted = [e for e in logs if e.is_dagster_event and e.get_dagster_event().is_step_materialization
+               and e.get_dagster_event().asset_key == dg.AssetKey("devices")]
+    assert len(counted) == len(KEYS)
+    assert serialize_events(counted) == [serialize_value(e) for e in counted]
+    assert len(calls) == 1
 
 
 def test_keys_that_look_like_json_or_the_sentinels_come_out_intact(logs):

@@ -49,10 +49,31 @@ def test_a_partition_range_records_small_events_and_reads_every_row(tmp_path):
         query = meta["Query"].value
         assert "... 20 more ..." in query and "'P000000'" in query and "'P000024'" in query
         assert "'P000012'" not in query
-        assert meta["row_count"].value == len(KEYS)
+        assert meta["dagster/row_count"].value == 1 and meta["run_row_count"].value == len(KEYS)
+        assert "row_count" not in meta
     # the downstream step read the whole range (loads use the full statement, not the shown one)
     with duckdb.connect(str(tmp_path / "t.duckdb"), read_only=True) as con:
         assert con.sql("select count(*), min(rows_read), max(rows_read) from s.counted").fetchone() == (25, 25, 25)
+
+
+@dg.asset(partitions_def=devices, metadata={"partition_expr": "regexp_extract(record_key, ':(.*)$', 1)"},
+          backfill_policy=dg.BackfillPolicy.single_run())
+def uneven(context: dg.AssetExecutionContext) -> dg.Output[pl.DataFrame]:
+    keys = sorted(context.partition_keys)
+    out = pl.DataFrame({"record_key": [f"#{i}:{k}" for i, k in enumerate(keys) for _ in range(i % 3)]})
+    return dg.Output(out, metadata={"dagster/row_count": out.height})  # as lib.table_metadata writes it
+
+
+def test_each_partition_of_a_range_counts_its_own_rows(tmp_path):
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("devices", KEYS)
+    io = MeddevkgDuckDBIOManager(database=str(tmp_path / "t.duckdb"), schema="s")
+    result = dg.materialize([uneven], instance=instance, resources={"io_manager": io},
+                            tags={"dagster/asset_partition_range_start": KEYS[0],
+                                  "dagster/asset_partition_range_end": KEYS[-1]})
+    events = {e.partition: e.materialization.metadata for e in result.get_asset_materialization_events()}
+    assert {k: m["dagster/row_count"].value for k, m in events.items()} == {k: i % 3 for i, k in enumerate(KEYS)}
+    assert {m["run_row_count"].value for m in events.values()} == {sum(i % 3 for i in range(len(KEYS)))}
 
 
 def test_one_partition_keeps_dagsters_column_schema_and_full_query(tmp_path):
@@ -224,7 +245,7 @@ def test_an_empty_output_creates_its_typed_table_for_readers_downstream(tmp_path
     instance.add_dynamic_partitions("devices", KEYS)
     result = _shaped(tmp_path, instance, "empty", selection=(shaped, shaped_count))
     assert result.success
-    assert [m["row_count"].value for m in _metadata(result, "shaped")] == [0] * len(KEYS)
+    assert [m["dagster/row_count"].value for m in _metadata(result, "shaped")] == [0] * len(KEYS)
     with duckdb.connect(str(tmp_path / "t.duckdb"), read_only=True) as con:
         assert con.execute("select column_name, data_type from information_schema.columns where table_name = "
                            "'shaped' order by ordinal_position").fetchall() == [
