@@ -190,8 +190,11 @@ def _reasons(df: pl.DataFrame, table: str, source: str) -> pl.Expr:
 
 
 def key_text(col: str) -> pl.Expr:
-    """An id as it is compared and kept: surrounding whitespace is no part of it ("P000018 " is P000018)."""
-    return pl.col(col).str.strip_chars()
+    """An id as it is compared and kept: surrounding whitespace is no part of it ("P000018 " is P000018),
+    and a device id is a PMA number, upper-cased as FDA's records, openFDA and --device read it
+    ("p000018" is P000018). A patent id keeps its case: PatentsView rejects a lower-case one as malformed."""
+    text = pl.col(col).str.strip_chars()
+    return text.str.to_uppercase() if col == "fda_id" else text
 
 
 def mark_duplicates(df: pl.DataFrame, keys: Sequence[str], message: str) -> pl.DataFrame:
@@ -216,6 +219,8 @@ def _cast(df: pl.DataFrame, table: str) -> pl.DataFrame:
             out.append(pl.col(col).str.split(" ").list.eval(pl.element().filter(pl.element() != "")).alias(col))
         elif dtype == pl.Int8:
             out.append(pl.col(col).str.strip_chars().cast(pl.Float64).cast(pl.Int8).alias(col))
+        elif col == "fda_id":
+            out.append(key_text(col))
         else:
             out.append(pl.col(col).str.strip_chars().alias(col))
     return df.select(out)

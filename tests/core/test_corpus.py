@@ -117,6 +117,18 @@ def test_an_id_with_stray_whitespace_is_a_duplicate_not_another_record(tmp_path)
     assert json.loads(corpus.rejected["record"][0])["text"] == "Conflicting text"  # kept as written
 
 
+def test_a_device_id_is_read_upper_cased_as_fda_and_every_other_reader_write_pma_numbers(tmp_path):
+    (tmp_path / "devices.csv").write_text("fda_id,text\np000018,Coronary stent\nP000018,Conflicting text\n")
+    (tmp_path / "patents.csv").write_text("pat_id,text\nd11,stent\n")
+    (tmp_path / "gold_links.csv").write_text("fda_id,pat_id\np000018 ,d11\n")
+
+    corpus = read_corpus(tmp_path)
+
+    assert corpus.devices.select("fda_id", "text").rows() == [("P000018", "Coronary stent")]
+    assert corpus.gold_links.rows() == [("P000018", "d11")]  # a patent id keeps its case, as PatentsView's
+    assert corpus.rejected.select("record_key", "reason").rows() == [("devices#1:P000018", "duplicate key of row 0")]
+
+
 def test_date_typed_columns_are_read_as_their_dates(tmp_path):
     """pandas writes dates as timestamps; Parquet from polars or Arrow may hold real dates."""
     from datetime import date, datetime
