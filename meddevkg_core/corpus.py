@@ -7,6 +7,7 @@ reason (never dropped silently) and the rest of the run goes on.
 
 from __future__ import annotations
 
+import csv
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -97,12 +98,61 @@ def read_raw(path: Path) -> pl.DataFrame:
         if path.suffix == ".parquet":
             df = pl.read_parquet(path)
         elif path.suffix == ".csv":
-            return _flag_undecodable(pl.read_csv(path, infer_schema=False, encoding="utf8-lossy"))
+            return _flag_undecodable(_read_csv(path))
         else:
             return _flag_undecodable(_read_jsonl(path))
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise CorpusError(f"{path}: cannot be read: {exc}") from exc
     return df.with_columns(_to_text(name, dtype) for name, dtype in df.schema.items())
+
+
+def _read_csv(path: Path) -> pl.DataFrame:
+    """A CSV file as polars reads it, except that a record with more or fewer fields than the header
+    (polars stops on the one and pads the other with nulls) becomes a row with a parse error naming
+    its line, kept whole in `__raw__`. The csv module counts the fields, only when polars stopped or
+    padding is possible: it is several times slower than polars."""
+    try:
+        df = pl.read_csv(path, infer_schema=False, encoding="utf8-lossy")
+    except pl.exceptions.ComputeError:
+        width, records, ragged = _count_fields(path)
+        if not ragged:
+            raise
+        df = pl.read_csv(path, infer_schema=False, encoding="utf8-lossy", truncate_ragged_lines=True)
+    else:
+        if df.width < 2 or df[df.columns[-1]].null_count() == 0:
+            return df  # a short record ends in a null, a long one stops polars: there are none
+        width, records, ragged = _count_fields(path)
+        if not ragged:
+            return df
+    if (width, records) != (df.width, df.height):
+        _, line, _, fields = ragged[0]
+        raise CorpusError(f"{path}: cannot be read: line {line} has {fields} fields where the header has {width}, "
+                          "and the other records do not line up with the rows polars reads")
+    errors: list[str | None] = [None] * df.height
+    raws: list[str | None] = [None] * df.height
+    with path.open(encoding="utf-8", errors="replace", newline="") as handle:
+        lines = handle.readlines()  # split as the csv reader splits them, so its line numbers index them
+    for index, first, last, fields in ragged:
+        errors[index] = f"line {first}: {fields} field{'s' * (fields != 1)} where the header has {width}"
+        raws[index] = "".join(lines[first - 1:last]).rstrip("\r\n")
+    return df.with_columns(pl.Series("__parse_error__", errors, pl.String), pl.Series("__raw__", raws, pl.String))
+
+
+def _count_fields(path: Path) -> tuple[int, int, list[tuple[int, int, int, int]]]:
+    """The header's field count, the number of records after it, and (record, first line, last line,
+    field count) of each record whose count is not the header's; a blank line is no such record (polars
+    reads it as a row of nulls, quarantined for its missing values)."""
+    csv.field_size_limit(max(csv.field_size_limit(), path.stat().st_size))  # no field is longer than the file
+    ragged: list[tuple[int, int, int, int]] = []
+    with path.open(encoding="utf-8", errors="replace", newline="") as handle:
+        reader = csv.reader(handle)
+        width = len(next(reader, []))
+        records, first = 0, reader.line_num + 1
+        for records, fields in enumerate(reader, 1):
+            if fields and len(fields) != width:
+                ragged.append((records - 1, first, reader.line_num, len(fields)))
+            first = reader.line_num + 1
+    return width, records, ragged
 
 
 def _flag_undecodable(df: pl.DataFrame) -> pl.DataFrame:

@@ -119,7 +119,7 @@ def load_pairs(path: str | Path) -> PairsRead:
         reason = pl.when(cond).then(text).otherwise(reason)
     df = mark_duplicates(df.with_columns(reason.alias("__reason__")), ("fda_id", "pat_id"), "duplicate pair of row ")
     bad = df.filter(pl.col("__reason__").is_not_null())
-    payload = [c for c in raw.columns if not c.startswith("__")]
+    payload = [c for c in raw.columns if not c.startswith("__")] + (["__raw__"] if "__raw__" in raw.columns else [])
     rejected = bad.select(
         pl.lit(path.name).alias("source"),
         pl.concat_str([pl.lit("pairs#"), pl.col("__row__").cast(pl.String), pl.lit(":"),

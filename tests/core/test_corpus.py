@@ -33,6 +33,26 @@ def test_rows_with_bytes_that_are_not_utf8_are_quarantined_not_read_with_a_repla
                                         "bytes that are not UTF-8 in text (read as U+FFFD)"]
 
 
+def test_a_csv_record_with_more_or_fewer_fields_than_the_header_is_quarantined_with_its_line(tmp_path):
+    # polars stopped the whole read on the longer record ("found more fields than defined") and
+    # padded the shorter one with nulls; quoted commas and newlines are still one field each
+    (tmp_path / "devices.csv").write_text('fda_id,text,applicant\n'
+                                          'P1,"Coronary stent, drug-eluting\nsystem",Acme\n'
+                                          'P2,stent,Acme,b\n'
+                                          'P3,"Heart valve"\n'
+                                          'P4,"Pacemaker, dual\nchamber",\n')
+    (tmp_path / "patents.csv").write_text("pat_id,text,assignee\n9000001,A stent,Acme\n9000002,A valve\n")
+    corpus = read_corpus(tmp_path)
+    assert corpus.patents["pat_id"].to_list() == ["9000001"]
+    assert corpus.devices.select("fda_id", "text", "applicant").rows() == [
+        ("P1", "Coronary stent, drug-eluting\nsystem", "Acme"), ("P4", "Pacemaker, dual\nchamber", None)]
+    rejected = corpus.rejected.select("source", "record_key", "reason").rows()
+    assert rejected == [("devices.csv", "devices#1:P2", "line 4: 4 fields where the header has 3"),
+                        ("devices.csv", "devices#2:P3", "line 5: 2 fields where the header has 3"),
+                        ("patents.csv", "patents#1:9000002", "line 3: 2 fields where the header has 3")]
+    assert json.loads(corpus.rejected["record"][0])["__raw__"] == "P2,stent,Acme,b"
+
+
 def test_reads_csv_and_jsonl_and_quarantines_bad_rows(tmp_path):
     _write_jsonl(tmp_path / "devices.jsonl", [
         {"fda_id": "P1", "applicant": "Acme", "text": "Coronary stent system", "decision_date": "2010-05-01"},

@@ -92,6 +92,17 @@ def test_read_pairs_quarantines_bad_rows(tmp_path: Path):
     assert pair_cv.read_pairs(path).height == 2
 
 
+def test_read_pairs_quarantines_a_record_with_more_fields_than_the_header_and_keeps_it_whole(tmp_path: Path):
+    path = tmp_path / "pairs.csv"
+    path.write_text("fda_id,pat_id,device_text,patent_text,label\n"
+                    'P1,11,stent,"coronary stent, with struts",1\n'
+                    "P1,12,stent,coronary stent, with struts,0\n")
+    read = pair_cv.load_pairs(path)
+    assert read.pairs.select("fda_id", "pat_id", "patent_text").rows() == [("P1", "11", "coronary stent, with struts")]
+    assert read.rejected["reason"].to_list() == ["line 3: 6 fields where the header has 5"]
+    assert json.loads(read.rejected["record"][0])["__raw__"] == "P1,12,stent,coronary stent, with struts,0"
+
+
 def test_read_pairs_quarantines_a_pair_repeated_with_stray_whitespace(tmp_path: Path):
     path = tmp_path / "pairs.csv"
     path.write_text("fda_id,pat_id,device_text,patent_text,label\n"
