@@ -306,11 +306,11 @@ def _run(args: argparse.Namespace) -> int:
     from meddevkg_core.dossier import with_supplements
     from meddevkg_core.pipeline import run_pipeline, write_result
 
+    config = pipeline_config(args)  # a bad --config is refused before the corpus is read
     corpus = with_supplements(read_corpus(args.corpus), args.fda_pma)
     print(f"corpus {args.corpus}: {corpus.devices.height} devices, {corpus.patents.height} patents, "
           f"{corpus.gold_links.height} gold pairs, {corpus.rejected.height} rejected rows")
     _require_trainable_gold(corpus, args.corpus)
-    config = pipeline_config(args)
     models = _models(args, config)
     with _exit_on_untrainable_gold(args.corpus):
         result = run_pipeline(corpus, models, config)
@@ -332,10 +332,10 @@ def _benchmark(args: argparse.Namespace) -> int:
 
     if args.fda_approval_dates and not args.fda_pma:  # a usage error, before any file is read
         raise SystemExit("--fda-approval-dates reads the approvals from --fda-pma: give both")
+    config = pipeline_config(args)  # a bad --config is refused before the corpus and FDA records are read
     # one read of the FDA records: the supplements, and with --fda-approval-dates the approvals too
     corpus = with_supplements(read_corpus(args.corpus), args.fda_pma, approval_dates=args.fda_approval_dates)
     _require_trainable_gold(corpus, args.corpus)
-    config = pipeline_config(args)
     models = _models(args, config)
     with _exit_on_untrainable_gold(args.corpus):
         result = run_benchmark(corpus, models, config, args.out, ablations=not args.no_ablations)

@@ -507,6 +507,22 @@ def test_an_unusable_input_ends_the_command_with_one_line_naming_it(tmp_path, mo
         main(["run", "--corpus", str(corpus), "--out", out])
 
 
+def test_a_bad_config_is_refused_before_the_corpus_and_the_fda_records_are_read(tmp_path, monkeypatch):
+    # it was parsed only after read_corpus and with_supplements, so a typo failed after their work
+    import meddevkg_core.corpus
+    import meddevkg_core.dossier
+
+    monkeypatch.setattr(meddevkg_core.corpus, "read_corpus", lambda *a: pytest.fail("read before the config"))
+    monkeypatch.setattr(meddevkg_core.dossier, "with_supplements", lambda *a, **k: pytest.fail("read before"))
+    config = tmp_path / "config.json"
+    config.write_text('{"vector_mode": "absolute"}')  # belongs under "candidates"
+    out = str(tmp_path / "out")
+    for command in (["run", "--corpus", str(tmp_path), "--out", out],
+                    ["benchmark", "--corpus", str(tmp_path), "--out", out, "--fda-pma", str(tmp_path / "pma.json")]):
+        with pytest.raises(SystemExit, match=f"{config} is not a valid pipeline configuration"):
+            main([*command, "--config", str(config)])
+
+
 def test_a_config_file_that_cannot_be_read_is_named(tmp_path, monkeypatch):
     import meddevkg_dagster.cli as cli
 
