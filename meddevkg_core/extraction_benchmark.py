@@ -44,7 +44,7 @@ import numpy as np
 import polars as pl
 
 from meddevkg_core.config import UNIFORM_ENTITY_POINTS, CandidateConfig
-from meddevkg_core.corpus import Corpus, key_text, read_raw
+from meddevkg_core.corpus import Corpus, CorpusError, key_text, read_raw
 from meddevkg_core.entities import ExtractionResult, extract_mentions, map_phrase
 from meddevkg_core.entity_match import DocKeys, EntityMatcher, doc_keys
 from meddevkg_core.ontology import Ontology, normalize_term
@@ -207,6 +207,11 @@ def read_llm_entities(path: str | Path) -> pl.DataFrame:
     missing = [c for c in LLM_COLUMNS if c not in df.columns]
     if missing:
         raise ValueError(f"{path}: missing column(s) {', '.join(missing)} (columns: {', '.join(df.columns)})")
+    if "__parse_error__" in df.columns and (bad := df.filter(pl.col("__parse_error__").is_not_null())).height:
+        # a row cut to the header's width or read with U+FFFD would lose names unseen: refuse the file
+        rows = "; ".join(f"row {i + 1}: {e}" for i, e in bad.with_row_index().select("index", "__parse_error__")
+                         .head(5).iter_rows())
+        raise CorpusError(f"{path}: {bad.height} record(s) cannot be read as written ({rows})")
     return df.select(key_text("fda_id"), key_text("pat_id"), "ent_names_d", "ent_names_p")
 
 

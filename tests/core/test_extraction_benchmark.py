@@ -7,6 +7,7 @@ import pytest
 
 from meddevkg_core import schemas
 from meddevkg_core.config import CandidateConfig
+from meddevkg_core.corpus import CorpusError
 from meddevkg_core.demo import demo_corpus_dir
 from meddevkg_core.entity_match import doc_keys
 from meddevkg_core.extraction_benchmark import (
@@ -177,3 +178,10 @@ def test_llm_entity_ids_are_trimmed_as_the_corpus_trims_them(tmp_path, onto):
     r = llm_entity_recall(llm, gold, _mentions([("D1", "stent", stent, "exact")]),
                           _mentions([("P1", "stent", stent, "exact")]), onto)
     assert (r["llm_pairs"], r["llm_entity_recall"]) == (1, 1.0)
+
+
+def test_an_llm_entity_file_with_a_record_that_cannot_be_read_as_written_is_refused_naming_it(tmp_path):
+    (tmp_path / "llm.csv").write_text("fda_id,pat_id,ent_names_d,ent_names_p\nD1,P1,stent,stent,catheter\n"
+                                      "D2,P2,valve,valve\n")
+    with pytest.raises(CorpusError, match=r"llm\.csv: 1 record.*line 2: 5 fields where the header has 4"):
+        read_llm_entities(tmp_path / "llm.csv")
