@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -40,10 +41,37 @@ def replaced_directory(path: str | Path) -> Iterator[Path]:
     tmp.mkdir()
     try:
         yield tmp
-        old = _sibling(path, "old")
-        if path.exists():
-            os.replace(path, old)
-        os.replace(tmp, path)
-        shutil.rmtree(old, ignore_errors=True)
+        _swap_in(tmp, path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _swap_in(new: Path, path: Path) -> None:
+    old = _sibling(path, "old")
+    if path.exists():
+        os.replace(path, old)
+    os.replace(new, path)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+@contextmanager
+def replaced_files(directory: str | Path) -> Iterator[Path]:
+    """A temporary directory inside `directory` to write one run's outputs into; when the block ends
+    without error each of its entries takes its place in `directory` (a file by a rename, a
+    subdirectory replaced whole), and it is removed otherwise.
+
+    For a directory the user names (`--out`), which may hold other files: those stay. A failure
+    while writing leaves every previous output as it was, none new and no temporary file; only a
+    kill during the final renames (one per output, microseconds) could leave some of each run."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(dir=directory, prefix=".staged-"))
+    try:
+        yield stage
+        for entry in sorted(stage.iterdir()):
+            if entry.is_dir():
+                _swap_in(entry, directory / entry.name)
+            else:
+                os.replace(entry, directory / entry.name)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)

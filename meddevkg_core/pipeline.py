@@ -15,6 +15,7 @@ from pathlib import Path
 import polars as pl
 
 from meddevkg_core import schemas
+from meddevkg_core.atomic_files import replaced_files
 from meddevkg_core.baselines import TfidfScorer
 from meddevkg_core.candidates import Stage2Inputs, generate_candidates
 from meddevkg_core.companies import CompanyResolver, company_match_table
@@ -228,21 +229,17 @@ def notes(models: Models) -> list[str]:
 
 
 def write_result(result: PipelineResult, out: str | Path, corpus_root: Path | None = None) -> Path:
-    """Write every table of a run, replacing a previous run's files (written to temp names first).
+    """Write every table of a run, replacing a previous run's files as one set
+    (atomic_files.replaced_files: a failed write leaves the previous run's files and no temporary one).
 
     `corpus_root` (read_corpus makes it absolute) is recorded in summary.json, so the applications
     find the run's devices and patents from any directory (app_store.corpus_of)."""
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     tables = {"candidates": result.candidates, "links": result.links,
               "cross_encoder_scores": result.cross_encoder_scores, "rejected_records": result.rejected,
               "device_mentions": result.device_mentions, "patent_mentions": result.patent_mentions,
-              "company_matches": result.company_matches, "text_repairs": result.text_repairs}
-    staged = []
-    for name, df in tables.items():
-        tmp = out / f".{name}.parquet.tmp"
-        df.write_parquet(tmp)
-        staged.append((tmp, out / f"{name}.parquet"))
+              "company_matches": result.company_matches, "text_repairs": result.text_repairs,
+              "reranker_model": result.model.to_frame()}
     summary = {"evaluation": result.evaluation.model_dump(), "timings_s": result.timings, "notes": result.notes,
                "text_repairs": repair_counts(result.text_repairs),
                "reranker": {"threshold": result.model.full.threshold,
@@ -252,13 +249,10 @@ def write_result(result: PipelineResult, out: str | Path, corpus_root: Path | No
                "config": json.loads(result.config.model_dump_json())}
     if corpus_root is not None:
         summary["corpus"] = {"path": str(corpus_root)}
-    tmp = out / ".summary.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=2))
-    staged.append((tmp, out / "summary.json"))
-    result.model.to_frame().write_parquet(out / ".reranker_model.parquet.tmp")
-    staged.append((out / ".reranker_model.parquet.tmp", out / "reranker_model.parquet"))
-    for tmp, final in staged:
-        tmp.replace(final)
+    with replaced_files(out) as stage:
+        for name, df in tables.items():
+            df.write_parquet(stage / f"{name}.parquet")
+        (stage / "summary.json").write_text(json.dumps(summary, indent=2))
     return out
 
 

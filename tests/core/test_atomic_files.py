@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from meddevkg_core.atomic_files import replaced_directory, replaced_file
+from meddevkg_core.atomic_files import replaced_directory, replaced_file, replaced_files
 
 
 def test_a_file_is_replaced_only_when_its_writer_finishes(tmp_path):
@@ -31,3 +31,23 @@ def test_a_directory_is_replaced_whole_or_not_at_all(tmp_path):
         (work / "a.csv").write_text("3")
     assert {p.name: p.read_text() for p in out.iterdir()} == {"a.csv": "3"}  # b.csv was the old export's
     assert [p.name for p in tmp_path.iterdir()] == ["export"]
+
+
+def test_a_set_of_outputs_replaces_its_files_together_and_leaves_the_others(tmp_path):
+    out = tmp_path / "run"
+    with replaced_files(out) as stage:
+        (stage / "links.parquet").write_text("1")
+        (stage / "plots").mkdir()
+        (stage / "plots" / "a.png").write_text("1")
+    (out / "mine.txt").write_text("kept")
+    with pytest.raises(RuntimeError), replaced_files(out) as stage:
+        (stage / "links.parquet").write_text("2")
+        raise RuntimeError("the writer died")
+    assert {p.relative_to(out).as_posix(): p.read_text() for p in out.rglob("*") if p.is_file()} == {
+        "links.parquet": "1", "plots/a.png": "1", "mine.txt": "kept"}
+    with replaced_files(out) as stage:
+        (stage / "links.parquet").write_text("3")
+        (stage / "plots").mkdir()
+        (stage / "plots" / "b.png").write_text("3")
+    assert {p.relative_to(out).as_posix(): p.read_text() for p in out.rglob("*") if p.is_file()} == {
+        "links.parquet": "3", "plots/b.png": "3", "mine.txt": "kept"}  # a subdirectory is replaced whole
