@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from meddevkg_core.atomic_files import replaced_files
 from meddevkg_core.baselines import (
     Bm25Scorer,
     CompanyScorer,
@@ -216,7 +217,7 @@ def run_benchmark(corpus: Corpus, models: Models, config: PipelineConfig, out: s
     output the same. For measuring a variant
     over several seeds, where only the main run's figures are compared (run_comparison)."""
     out = Path(out)
-    (out / "plots").mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)  # an unwritable --out fails now, not after the run
     started = time.perf_counter()
     timer = Timer(progress)
     prepared = prepare(corpus, models, timer)
@@ -252,44 +253,46 @@ def run_benchmark(corpus: Corpus, models: Models, config: PipelineConfig, out: s
     fixed["learned (Stage 3)"] = {"pool_recall": evaluation.link_recall,
                                   "pool_share_of_pairs": evaluation.link_share_of_pairs}
 
-    plots = {
-        "recall_volume": plot_recall_volume({k: r.curve for k, r in scorer_runs.items()},
-                                            out / "plots" / "recall_volume.png"),
-        "rank_distribution": plot_rank_distribution({k: r.gold_ranks for k, r in scorer_runs.items()},
-                                                    out / "plots" / "rank_distribution.png"),
-    }
-    report = _round({
-        "corpus": {"path": str(corpus.root), "devices": n_dev, "patents": n_pat, "pairs": n_dev * n_pat,
-                   "gold_pairs": gold.height, "gold_devices": gold["fda_id"].n_unique(),
-                   "rejected_rows": prepared.rejected.height, **_supplement_counts(corpus),
-                   "dated_devices": dated_devices(corpus.devices),
-                   "text_repairs": repair_counts(corpus.text_repairs)},
-        "protocol": _protocol(config, gold["fda_id"].n_unique()),
-        "ranking": {name: {**r.metrics, **pairs_for_recall(r.curve)} for name, r in scorer_runs.items()},
-        "link_set": {**_link_figures(evaluation), **hard_negative_fpr(main.links, gold),
-                     "fpr_at_recall_90": hard_negative_fpr_at_recall(main.links, gold, 0.90),
-                     "labeled_pairs": labeled_negative_fpr(main.links, corpus.labeled_pairs),
-                     "dormant_pairs": dormant_pair_counts(main.candidates, gold, config.rerank.dormant_device_years),
-                     "threshold_full_model": main.models.full.threshold},
-        "ablations": ablation_figures,
-        "sensitivity": sensitivity,
-        "fixed_thresholds": fixed,
-        "categories": category_recall(corpus.devices, main, gold).to_dicts(),
-        "category_rules": [list(r) for r in CATEGORY_RULES],
-        "config": json.loads(config.model_dump_json()),
-        "embedding_model": models.encoder.model_id,
-        "notes": notes(models),
-        "versions": _versions(),
-        "timings_s": {**timer.seconds, "total": round(time.perf_counter() - started, 1)},
-        "plots": {k: str(v.relative_to(out)) for k, v in plots.items()},
-    })
     # each device's final order, with the probability as the score (the fusion re-orders a device's
     # top pairs, all within the top 500, and leaves their probabilities as they are)
     by_probability = scorer_runs.get("pipeline_probability_order", scorer_runs["pipeline"])
     rankings = scorer_runs["pipeline"].top.select("fda_id", "pat_id", pl.col("rank").cast(pl.Int32)).join(
         by_probability.top.select("fda_id", "pat_id", pl.col("score").cast(pl.Float32)), on=["fda_id", "pat_id"],
         how="left").sort("fda_id", "rank")
-    _write(out, main, rankings, report)
+    with replaced_files(out) as stage:  # the plots too: a failed run leaves all of the previous one
+        plots = {
+            "recall_volume": plot_recall_volume({k: r.curve for k, r in scorer_runs.items()},
+                                                stage / "plots" / "recall_volume.png"),
+            "rank_distribution": plot_rank_distribution({k: r.gold_ranks for k, r in scorer_runs.items()},
+                                                        stage / "plots" / "rank_distribution.png"),
+        }
+        report = _round({
+            "corpus": {"path": str(corpus.root), "devices": n_dev, "patents": n_pat, "pairs": n_dev * n_pat,
+                       "gold_pairs": gold.height, "gold_devices": gold["fda_id"].n_unique(),
+                       "rejected_rows": prepared.rejected.height, **_supplement_counts(corpus),
+                       "dated_devices": dated_devices(corpus.devices),
+                       "text_repairs": repair_counts(corpus.text_repairs)},
+            "protocol": _protocol(config, gold["fda_id"].n_unique()),
+            "ranking": {name: {**r.metrics, **pairs_for_recall(r.curve)} for name, r in scorer_runs.items()},
+            "link_set": {**_link_figures(evaluation), **hard_negative_fpr(main.links, gold),
+                         "fpr_at_recall_90": hard_negative_fpr_at_recall(main.links, gold, 0.90),
+                         "labeled_pairs": labeled_negative_fpr(main.links, corpus.labeled_pairs),
+                         "dormant_pairs": dormant_pair_counts(main.candidates, gold,
+                                                              config.rerank.dormant_device_years),
+                         "threshold_full_model": main.models.full.threshold},
+            "ablations": ablation_figures,
+            "sensitivity": sensitivity,
+            "fixed_thresholds": fixed,
+            "categories": category_recall(corpus.devices, main, gold).to_dicts(),
+            "category_rules": [list(r) for r in CATEGORY_RULES],
+            "config": json.loads(config.model_dump_json()),
+            "embedding_model": models.encoder.model_id,
+            "notes": notes(models),
+            "versions": _versions(),
+            "timings_s": {**timer.seconds, "total": round(time.perf_counter() - started, 1)},
+            "plots": {k: str(v.relative_to(stage)) for k, v in plots.items()},
+        })
+        _write(stage, main, rankings, report)
     return BenchmarkResult(report, main, rankings, prepared)
 
 
@@ -349,19 +352,11 @@ def _link_figures(ev) -> dict:
 
 
 def _write(out: Path, main: LinkRun, rankings: pl.DataFrame, report: dict) -> None:
-    """Write every file under a temporary name first, then rename: no half-written outputs."""
-    files = {"candidates.parquet": main.candidates, "links.parquet": main.links, "rankings.parquet": rankings}
-    staged = []
-    for name, df in files.items():
-        tmp = out / f".{name}.tmp"
-        df.write_parquet(tmp)
-        staged.append((tmp, out / name))
-    for name, text in (("report.json", json.dumps(report, indent=2)), ("report.md", render_markdown(report))):
-        tmp = out / f".{name}.tmp"
-        tmp.write_text(text)
-        staged.append((tmp, out / name))
-    for tmp, final in staged:
-        tmp.replace(final)
+    for name, df in {"candidates.parquet": main.candidates, "links.parquet": main.links,
+                     "rankings.parquet": rankings}.items():
+        df.write_parquet(out / name)
+    (out / "report.json").write_text(json.dumps(report, indent=2))
+    (out / "report.md").write_text(render_markdown(report))
 
 
 

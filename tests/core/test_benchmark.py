@@ -62,6 +62,26 @@ def test_writes_every_file_of_the_contract(demo_run):
     assert report["corpus"]["path"] == str(demo_corpus_dir().resolve())  # absolute: found from any directory
 
 
+def test_a_run_that_fails_at_the_end_leaves_the_previous_outputs_plots_included(models, tmp_path, monkeypatch):
+    """The plots are drawn before the report is written: they must not be replaced alone."""
+    import meddevkg_core.benchmark as benchmark
+
+    out = tmp_path / "bench"
+    (out / "plots").mkdir(parents=True)
+    for name in ("candidates.parquet", "links.parquet", "rankings.parquet", "report.json", "report.md",
+                 "plots/recall_volume.png", "plots/rank_distribution.png"):
+        (out / name).write_text(f"previous {name}")
+    before = {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+
+    def fails(report):
+        raise RuntimeError("the report could not be rendered")
+
+    monkeypatch.setattr(benchmark, "render_markdown", fails)
+    with pytest.raises(RuntimeError, match="could not be rendered"):
+        run_benchmark(read_corpus(demo_corpus_dir()), models, CONFIG, out, progress=lambda _: None, ablations=False)
+    assert {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == before
+
+
 def test_the_applications_find_the_benchmarks_corpus_from_another_directory(demo_run, tmp_path, monkeypatch):
     _, out = demo_run
     monkeypatch.chdir(tmp_path)
