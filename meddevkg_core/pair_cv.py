@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +45,7 @@ from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from meddevkg_core import schemas
+from meddevkg_core.atomic_files import replaced_files
 from meddevkg_core.config import CandidateConfig, CrossEncoderConfig, RerankConfig
 from meddevkg_core.corpus import key_text, mark_duplicates, read_raw
 from meddevkg_core.cross_encoder import PairScorer, truncate
@@ -707,24 +706,14 @@ def run_pairs_cv(pairs: pl.DataFrame, encoder: Encoder, nlp: Language | None, on
 # --- output and CLI -------------------------------------------------------------------------
 
 
-def _atomic_write(path: Path, write: Callable[[Path], None]) -> None:
-    """Write to a hidden sibling then rename: readers see the old file or the new one, never half."""
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.partial")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 def write_pairs_cv(result: PairCvResult, out_dir: str | Path) -> tuple[Path, Path]:
-    """OUT/pair_scores.parquet and OUT/report.json, each written to a temporary name then renamed."""
+    """OUT/pair_scores.parquet and OUT/report.json, replacing a previous run's as one set
+    (atomic_files.replaced_files: never new scores beside an old report)."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    with replaced_files(out) as stage:
+        result.pair_scores.write_parquet(stage / "pair_scores.parquet")
+        (stage / "report.json").write_text(json.dumps(result.report, indent=2, sort_keys=False) + "\n")
     scores_path, report_path = out / "pair_scores.parquet", out / "report.json"
-    _atomic_write(scores_path, lambda p: result.pair_scores.write_parquet(p))
-    _atomic_write(report_path, lambda p: p.write_text(json.dumps(result.report, indent=2, sort_keys=False) + "\n"))
     return scores_path, report_path
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 
 import numpy as np
@@ -263,6 +264,18 @@ def test_write_pairs_cv_contract(tmp_path: Path, result: pair_cv.PairCvResult):
     assert written.equals(result.pair_scores)
     assert json.loads(report_path.read_text())["n_pairs"] == result.report["n_pairs"]
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["pair_scores.parquet", "report.json"]
+
+
+def test_a_report_that_cannot_be_written_leaves_the_previous_scores_too(tmp_path: Path,
+                                                                       result: pair_cv.PairCvResult):
+    out = tmp_path / "out"
+    pair_cv.write_pairs_cv(result, out)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    rescored = pair_cv.PairCvResult(result.pair_scores.with_columns(pl.lit(0.5).alias("score")), result.features,
+                                    {**result.report, "started": date(2026, 11, 28)})  # not JSON
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        pair_cv.write_pairs_cv(rescored, out)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
 
 
 @dataclass(frozen=True)
