@@ -6,6 +6,7 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
+from meddevkg_core.atomic_files import replaced_files
 from meddevkg_core.baselines import CompanyScorer, CosineScorer, run_scorer
 from meddevkg_core.curves import pairs_for_recall
 from meddevkg_core.embeddings import embedding_matrix
@@ -79,13 +80,14 @@ def link_evaluation(context: dg.AssetExecutionContext, corpus: CorpusResource, s
                                 gold_links, candidate_pool),
                 **{name: run_scorer(s, ids, pids, gold_links) for name, s in baselines.items()}}
         plots = home_dir() / "plots"
-        plots.mkdir(parents=True, exist_ok=True)
-        curve_png = plot_recall_volume({k: r.curve for k, r in runs.items()}, plots / "recall_volume.png")
-        ranks_png = plot_rank_distribution({k: r.gold_ranks for k, r in runs.items()}, plots / "rank_distribution.png")
+        with replaced_files(plots) as stage:  # both plots of this run, or both of the previous one
+            images = {"recall_volume_plot": _image(plot_recall_volume({k: r.curve for k, r in runs.items()},
+                                                                      stage / "recall_volume.png")),
+                      "rank_distribution_plot": _image(plot_rank_distribution(
+                          {k: r.gold_ranks for k, r in runs.items()}, stage / "rank_distribution.png"))}
         ranking = {**runs["pipeline"].metrics, **pairs_for_recall(runs["pipeline"].curve)}
         row.update({k.replace("@", "_at_"): v for k, v in ranking.items()})
         meta.update({f"pipeline_{k}": round(v, 4) for k, v in ranking.items() if isinstance(v, float)})
-        meta.update({"recall_volume_plot": _image(curve_png), "rank_distribution_plot": _image(ranks_png),
-                     "plots_dir": dg.MetadataValue.path(str(plots))})
+        meta.update({**images, "plots_dir": dg.MetadataValue.path(str(plots))})
         context.log.info(f"pipeline ranking on gold devices: {ranking}")
     return dg.Output(evaluation_frame(row), metadata=meta)

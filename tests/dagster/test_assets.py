@@ -78,6 +78,26 @@ def _inputs_loaded(result, step: str) -> set[str]:
             if e.event_type == dg.DagsterEventType.LOADED_INPUT and e.step_key == step}
 
 
+def test_an_evaluation_that_fails_midway_leaves_both_previous_plots(harness, tmp_path, monkeypatch):
+    from meddevkg_dagster.assets import outputs
+
+    monkeypatch.setenv("MEDDEVKG_HOME", str(tmp_path / "home"))
+    plots = tmp_path / "home" / "plots"
+    plots.mkdir(parents=True)
+    for name in ("recall_volume.png", "rank_distribution.png"):
+        (plots / name).write_text(f"previous {name}")
+
+    def fails(*args, **kwargs):
+        raise RuntimeError("the second plot could not be drawn")
+
+    monkeypatch.setattr(outputs, "plot_rank_distribution", fails)
+    keys = _all_devices(harness)
+    result = harness.materialize(partition_range=(keys[0], keys[-1]))
+    assert not result.success
+    assert {p.name: p.read_bytes() for p in plots.iterdir()} == {
+        "recall_volume.png": b"previous recall_volume.png", "rank_distribution.png": b"previous rank_distribution.png"}
+
+
 def test_device_steps_read_only_the_patent_data_they_use(harness):
     """Without a cross-encoder no patent text is read; with the text adapters on, the reranker reads
     the vectors of each device's top pairs from the store (rank_pool's test: the same ranks as with
