@@ -70,10 +70,12 @@ def _no_paths() -> pl.DataFrame:
 
 
 def corpus_of(out_dir: Path) -> Path | None:
-    """The corpus a benchmark or run directory was made from (report.json, summary.json), else $MEDDEVKG_CORPUS."""
-    for report in (out_dir / "report.json", out_dir / "summary.json"):
-        if not report.is_file():
-            continue
+    """The corpus a benchmark or run directory was made from (report.json, summary.json), else $MEDDEVKG_CORPUS.
+
+    `run` and `benchmark` may have written into the same directory, each leaving the other's report:
+    the newer one came with the links.parquet there now."""
+    written = [r for r in (out_dir / "report.json", out_dir / "summary.json") if r.is_file()]
+    for report in sorted(written, key=lambda r: r.stat().st_mtime_ns)[-1:]:
         path = (json.loads(report.read_text()).get("corpus") or {}).get("path")
         for base in (Path.cwd(), out_dir, out_dir.parent) if path else ():
             if (base / path).is_dir() and any((base / path).glob("devices.*")):
