@@ -44,6 +44,17 @@ class RetryPolicy(BaseModel, frozen=True):
     requests_per_minute: float | None = Field(default=None, gt=0, description="None = no rate limit.")
 
 
+def stripped_secret(key: SecretStr | None) -> SecretStr | None:
+    """A key without surrounding whitespace; None when nothing is left.
+
+    A key read from a file or a Kubernetes secret (--from-file) often ends in a newline, and a
+    Dagster resource passes it as read. In a header, httpx then refuses every attempt with an
+    opaque LocalProtocolError whose message, which httpcore logs at DEBUG, holds the header, key
+    included; in a URL the key is sent encoded and refused."""
+    value = key.get_secret_value().strip() if key is not None else ""
+    return SecretStr(value) if value else None
+
+
 class SourceError(RuntimeError):
     """A network source failed for good."""
 

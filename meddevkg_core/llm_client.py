@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, field_validator
 
 from meddevkg_core.http_client import (  # noqa: F401  (re-exported: the LLM client's public names)
     RETRYABLE_STATUS,
@@ -34,6 +34,7 @@ from meddevkg_core.http_client import (  # noqa: F401  (re-exported: the LLM cli
     SourceAuthError,
     SourceError,
     parse_retry_after,
+    stripped_secret,
 )
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,11 @@ class LLMConfig(BaseModel, frozen=True):
     max_consecutive_failures: int = Field(
         default=5, ge=1, description="Abort the run after this many documents in a row whose request failed."
     )
+
+    @field_validator("api_key")
+    @classmethod
+    def _stripped(cls, key: SecretStr | None) -> SecretStr | None:
+        return stripped_secret(key)
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> LLMConfig:

@@ -32,7 +32,7 @@ from typing import Any
 import httpx
 from pydantic import Field, SecretStr, field_validator
 
-from meddevkg_core.http_client import ClientStats, JsonClient, RetryPolicy, SourceError
+from meddevkg_core.http_client import ClientStats, JsonClient, RetryPolicy, SourceError, stripped_secret
 from meddevkg_core.sources.pma_records import PmaDevices, pma_records_to_devices
 
 __all__ = ["API_KEY_ENV", "OpenFDAClient", "OpenFDAConfig", "PmaDevices", "SearchStats", "advisory_committee_search",
@@ -62,10 +62,7 @@ class OpenFDAConfig(RetryPolicy, frozen=True):
     @field_validator("api_key")
     @classmethod
     def _stripped(cls, key: SecretStr | None) -> SecretStr | None:
-        """A key read from a file or a Kubernetes secret often ends in a newline: openFDA would refuse
-        it, and the URL would carry it encoded."""
-        value = key.get_secret_value().strip() if key is not None else ""
-        return SecretStr(value) if value else None
+        return stripped_secret(key)
 
     @classmethod
     def from_env(cls, **overrides: Any) -> OpenFDAConfig:

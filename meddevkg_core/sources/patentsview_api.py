@@ -19,9 +19,9 @@ from datetime import date
 from typing import Any, Literal
 
 import httpx
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, field_validator
 
-from meddevkg_core.http_client import JsonClient, RetryPolicy, SourceAuthError, SourceError
+from meddevkg_core.http_client import JsonClient, RetryPolicy, SourceAuthError, SourceError, stripped_secret
 from meddevkg_core.sources.patentsview import (
     PatentFilter,
     PatentParts,
@@ -60,9 +60,14 @@ class PatentSearchConfig(BaseModel, frozen=True):
     page_size: int = Field(default=MAX_PAGE_SIZE, ge=1, le=MAX_PAGE_SIZE)
     policy: RetryPolicy = RetryPolicy(requests_per_minute=REQUESTS_PER_MINUTE)
 
+    @field_validator("api_key")
+    @classmethod
+    def _stripped(cls, key: SecretStr | None) -> SecretStr | None:
+        return stripped_secret(key)
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **values: Any) -> PatentSearchConfig:
-        key = (os.environ if environ is None else environ).get(API_KEY_ENV, "").strip()
+        key = (os.environ if environ is None else environ).get(API_KEY_ENV)
         return cls(api_key=SecretStr(key) if key else None, **values)
 
 

@@ -5,6 +5,7 @@ retries and rate limits cost no wall-clock time.
 """
 
 import json
+import logging
 import random
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -248,6 +249,16 @@ def test_auth_error_names_the_env_var_and_hides_the_key(fake, tmp_path, onto, st
     assert API_KEY_ENV in str(info.value) and KEY not in str(info.value)
     assert len(fake.requests) == 1  # never retried
     assert KEY not in repr(cfg) and KEY not in str(cfg) and KEY not in cfg.model_dump_json()
+
+
+def test_a_key_from_a_file_loses_its_newline_and_never_reaches_a_debug_log(fake, tmp_path, onto, caplog):
+    cfg = LLMConfig.from_env({"MEDDEVKG_LLM_BASE_URL": fake.base_url, "MEDDEVKG_LLM_MODEL": "fake-model",
+                              "MEDDEVKG_LLM_API_KEY": KEY + "\n"}, requests_per_minute=None, max_retries=0)
+    caplog.set_level(logging.DEBUG)
+    result = extractor(cfg).extract_mentions(docs(("P1", DEVICE_TEXT)), onto)
+    assert result.mentions.height and not [r for r in reasons(result) if r.startswith("llm request failed")]
+    assert fake.requests[-1]["headers"]["Authorization"] == f"Bearer {KEY}"
+    assert KEY not in caplog.text
 
 
 def test_exhausted_retries_record_a_failure_and_the_run_goes_on(fake, tmp_path, onto):

@@ -4,6 +4,7 @@ patent filter, and the PatentSearch API client against a real local server with 
 from __future__ import annotations
 
 import json
+import logging
 import zipfile
 from datetime import date
 from pathlib import Path
@@ -454,6 +455,16 @@ def test_missing_key_fails_before_any_request(fake_source):
     assert fake_source.requests == []
     assert PatentSearchConfig.from_env({API_KEY_ENV: KEY}).api_key.get_secret_value() == KEY
     assert KEY not in repr(PatentSearchConfig.from_env({API_KEY_ENV: KEY}))
+
+
+def test_a_key_from_a_file_loses_its_newline_and_never_reaches_a_debug_log(fake_source, caplog):
+    # Kubernetes secrets made --from-file end in a newline; the Dagster resource passes the key as read.
+    _serve(fake_source, RECORDS)
+    caplog.set_level(logging.DEBUG)
+    table = _fetch(fake_source, _config(fake_source, api_key=SecretStr(KEY + "\n")))
+    assert table.patents.height and fake_source.requests[-1][3]["x-api-key"] == KEY
+    assert KEY not in caplog.text
+    assert PatentSearchConfig(api_key=SecretStr(" \n")).api_key is None
 
 
 def test_rate_limit_is_45_requests_a_minute(fake_source):
