@@ -1,5 +1,6 @@
 """Outputs replaced whole: a reader sees the previous version or the new one, never a half-written file
-or a directory mixing both, however the writer ends (an exception, a full disk, a kill)."""
+or a directory mixing both, whether the writer ends in an exception, a full disk or a kill (for a set
+of files in a directory the user names, see `replaced_files` for the one narrow exception)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,11 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from meddevkg_core.errors import InputError
+
+STAGE = ".staged"
+"""The directory `replaced_files` writes a run's outputs into; one a killed run left is cleared by the next."""
 
 
 def _sibling(path: Path, suffix: str) -> Path:
@@ -54,6 +60,19 @@ def _swap_in(new: Path, path: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
+def writable_directory(path: str | Path) -> Path:
+    """`path` as a directory this process can write into, made if missing. A command checks its `--out`
+    with it before its long work, so a file in the way or a directory it may not write to is named at
+    the start, not after an hour of ranking."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryDirectory(dir=path).cleanup()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot be written to ({exc.strerror or exc})") from exc
+    return path
+
+
 @contextmanager
 def replaced_files(directory: str | Path) -> Iterator[Path]:
     """A temporary directory inside `directory` to write one run's outputs into; when the block ends
@@ -61,11 +80,13 @@ def replaced_files(directory: str | Path) -> Iterator[Path]:
     subdirectory replaced whole), and it is removed otherwise.
 
     For a directory the user names (`--out`), which may hold other files: those stay. A failure
-    while writing leaves every previous output as it was, none new and no temporary file; only a
-    kill during the final renames (one per output, microseconds) could leave some of each run."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(dir=directory, prefix=".staged-"))
+    while writing leaves every previous output as it was, none new and no temporary file. A kill
+    leaves the stage directory (cleared by the next run into `directory`), and a kill during the
+    final renames (one per output, microseconds) could leave some outputs of each run."""
+    directory = writable_directory(directory)
+    stage = directory / STAGE
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir()
     try:
         yield stage
         for entry in sorted(stage.iterdir()):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from meddevkg_core.atomic_files import replaced_directory, replaced_file, replaced_files
+from meddevkg_core.atomic_files import STAGE, replaced_directory, replaced_file, replaced_files, writable_directory
+from meddevkg_core.errors import InputError
 
 
 def test_a_file_is_replaced_only_when_its_writer_finishes(tmp_path):
@@ -51,3 +52,21 @@ def test_a_set_of_outputs_replaces_its_files_together_and_leaves_the_others(tmp_
         (stage / "plots" / "b.png").write_text("3")
     assert {p.relative_to(out).as_posix(): p.read_text() for p in out.rglob("*") if p.is_file()} == {
         "links.parquet": "3", "plots/b.png": "3", "mine.txt": "kept"}  # a subdirectory is replaced whole
+
+
+def test_a_stage_a_killed_run_left_is_cleared_by_the_next_run(tmp_path):
+    out = tmp_path / "run"
+    (out / STAGE).mkdir(parents=True)  # what a kill in the middle of the writes leaves
+    (out / STAGE / "links.parquet").write_text("half")
+    with replaced_files(out) as stage:
+        (stage / "report.json").write_text("{}")
+    assert sorted(p.name for p in out.iterdir()) == ["report.json"]
+
+
+def test_an_out_directory_that_cannot_be_written_is_named_before_the_work(tmp_path):
+    taken = tmp_path / "afile"
+    taken.write_text("not a directory")
+    for path in (taken, taken / "sub"):
+        with pytest.raises(InputError, match=f"^{path}: cannot be written to"):
+            writable_directory(path)
+    assert writable_directory(tmp_path / "new" / "out").is_dir()

@@ -532,3 +532,17 @@ def test_a_config_file_that_cannot_be_read_is_named(tmp_path, monkeypatch):
     for config in (tmp_path / "missing.json", latin):
         with pytest.raises(SystemExit, match=f"--config {config}: cannot be read"):
             main(["run", "--corpus", str(corpus), "--out", str(tmp_path / "out"), "--config", str(config)])
+
+
+def test_an_out_that_cannot_be_written_is_named_before_the_models_are_loaded(tmp_path, monkeypatch, capsys):
+    # a file in the way ended in a FileExistsError traceback, and only once the run was over
+    import meddevkg_dagster.cli as cli
+
+    corpus = _two_gold_devices(tmp_path / "corpus")
+    monkeypatch.setattr(cli, "load_models", lambda *args: pytest.fail("the models were loaded"))
+    taken = tmp_path / "taken"
+    taken.write_text("a file")
+    for command in (["run", "--corpus", str(corpus)], ["benchmark", "--corpus", str(corpus)],
+                    ["pairs-cv", "--pairs", str(tmp_path / "pairs.csv"), "--hashing"]):
+        assert main([*command, "--out", str(taken)]) == 1, command
+        assert capsys.readouterr().err == f"{taken}: cannot be written to (File exists)\n", command
