@@ -181,7 +181,7 @@ def test_llm_entity_ids_are_trimmed_as_the_corpus_trims_them(tmp_path, onto):
 
 
 def test_an_llm_entity_file_with_a_record_that_cannot_be_read_as_written_is_refused_naming_it(tmp_path):
-    (tmp_path / "llm.csv").write_text("fda_id,pat_id,ent_names_d,ent_names_p\nD1,P1,stent,stent,catheter\n"
-                                      "D2,P2,valve,valve\n")
-    with pytest.raises(CorpusError, match=r"llm\.csv: 1 record.*line 2: 5 fields where the header has 4"):
+    (tmp_path / "llm.csv").write_text("fda_id,pat_id,ent_names_d,ent_names_p\nD0,P0,lead,lead\n"
+                                      "D1,P1,stent,stent,catheter\nD2,P2,valve,valve\n")
+    with pytest.raises(CorpusError, match=r"llm\.csv: 1 record.*\(row 2: line 3: 5 fields where the header has 4\)"):
         read_llm_entities(tmp_path / "llm.csv")
