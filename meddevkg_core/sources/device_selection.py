@@ -246,8 +246,9 @@ def main_select_devices(fda_pma_path: str | Path, product_codes_path: str | Path
                         out_path: str | Path | None = None) -> dict[str, Any]:
     """Read fdadata_pma / fdadata_product_codes / the devices table of `benchmark_dir` and compare; with
     `out_path`, also write the selected originals as a corpus devices table (Parquet, schemas.DEVICES).
-    Benchmark rows the corpus reader rejects (a blank or repeated id) are not counted: the report lists
-    them under `benchmark_rejected`. A CorpusError names an input that cannot be read or is not what it
+    Benchmark rows the corpus reader rejects (a blank or repeated id, no text, a bad date: what a
+    benchmark run would not count either) are not counted: the report lists them under
+    `benchmark_rejected`. A CorpusError names an input that cannot be read or is not what it
     should be."""
     fda_pma = read_pma_file(fda_pma_path)
     try:
