@@ -74,16 +74,18 @@ class PartitionRangePolarsTypeHandler(DuckDBPolarsTypeHandler):
                 connection.execute(f"create or replace table {table} as select * from obj_arrow limit 0")
         if obj.height:
             connection.execute(f"insert into {table} by name select * from obj_arrow")
-        if _spans_partitions(context) and len(table_slice.partition_dimensions) == 1:
+        if not _spans_partitions(context):
+            context.add_output_metadata({"row_count": obj.height, "dataframe_columns": MetadataValue.table_schema(
+                TableSchema(columns=[TableColumn(name=name, type=str(dtype)) for name, dtype in obj.schema.items()]))})
+        elif len(table_slice.partition_dimensions) == 1:
             # each partition's event counts its own rows; the run's total is named as such
             counts = _rows_by_partition(obj, obj_arrow, table_slice.partition_dimensions[0].partition_expr,
                                         connection)
             add_partition_metadata(context, {key: {"dagster/row_count": counts.get(key, 0)}
                                              for key in context.asset_partition_keys})
             context.add_output_metadata({"run_row_count": obj.height})
-        else:
-            context.add_output_metadata({"row_count": obj.height, "dataframe_columns": MetadataValue.table_schema(
-                TableSchema(columns=[TableColumn(name=name, type=str(dtype)) for name, dtype in obj.schema.items()]))})
+        else:  # no asset has two partition dimensions: their events keep the run's total
+            context.add_output_metadata({"row_count": obj.height})
 
     def load_input(self, context: InputContext, table_slice: TableSlice, connection) -> pl.DataFrame:
         """Dagster's rows in the table's order (see `select_statement`). Dagster's handler reads an
