@@ -660,7 +660,8 @@ def _partitions(args: argparse.Namespace) -> int:
 
     years, gone_years = year_keys_of("add_years"), year_keys_of("delete_years")
     devices = list(dict.fromkeys(_pma(d) for d in args.add_devices or []))
-    gone_devices = list(dict.fromkeys(_pma(d) for d in args.delete_devices or []))
+    # as written too: a key registered before corpus ids were upper-cased may be lower-case
+    gone_devices = list(dict.fromkeys(k for d in args.delete_devices or [] for k in (_pma(d), d.strip())))
     print(f"instance: {_prepare_instance_home()}")
     jobs = {patent_years.name: (years, "patents_job"), pma_devices.name: (devices, "device_links_job")}
     with dg.DagsterInstance.get() as instance:

@@ -388,6 +388,11 @@ def test_partitions_are_added_from_the_command_line_with_the_runs_that_materiali
         assert instance.get_dynamic_partitions("pma_devices") == []
     with pytest.raises(SystemExit, match="--delete-years: grant years"):
         main(["partitions", "--delete-years", "1999-1990"])
+    with dg.DagsterInstance.from_config(str(tmp_path / "dagster_home")) as instance:
+        instance.add_dynamic_partitions("pma_devices", ["p100046"])  # as a store before upper-cased ids holds it
+    assert main(["partitions", "--delete-devices", "p100046"]) == 0
+    with dg.DagsterInstance.from_config(str(tmp_path / "dagster_home")) as instance:
+        assert instance.get_dynamic_partitions("pma_devices") == []
 
 
 def test_the_embedding_backend_setting_reaches_run_and_benchmark_and_pairs_cv_has_no_idle_cache_option(
