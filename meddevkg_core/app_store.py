@@ -75,7 +75,8 @@ def corpus_of(out_dir: Path) -> Path | None:
     `run` and `benchmark` may have written into the same directory, each leaving the other's report:
     the newer one came with the links.parquet there now."""
     written = [r for r in (out_dir / "report.json", out_dir / "summary.json") if r.is_file()]
-    for report in sorted(written, key=lambda r: r.stat().st_mtime_ns)[-1:]:
+    if written:
+        report = max(written, key=lambda r: r.stat().st_mtime_ns)
         path = (json.loads(report.read_text()).get("corpus") or {}).get("path")
         for base in (Path.cwd(), out_dir, out_dir.parent) if path else ():
             if (base / path).is_dir() and any((base / path).glob("devices.*")):

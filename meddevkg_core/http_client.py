@@ -22,11 +22,11 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
 from urllib.parse import quote, quote_plus
 
 import httpx
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import AfterValidator, BaseModel, Field, SecretStr
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +53,10 @@ def stripped_secret(key: SecretStr | None) -> SecretStr | None:
     included; in a URL the key is sent encoded and refused."""
     value = key.get_secret_value().strip() if key is not None else ""
     return SecretStr(value) if value else None
+
+
+ApiKey = Annotated[SecretStr | None, AfterValidator(stripped_secret)]
+"""A source's key as its config holds it: stripped (`stripped_secret`), None when blank."""
 
 
 class SourceError(RuntimeError):

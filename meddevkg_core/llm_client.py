@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic import BaseModel, Field
 
 from meddevkg_core.http_client import (  # noqa: F401  (re-exported: the LLM client's public names)
     RETRYABLE_STATUS,
+    ApiKey,
     ClientStats,
     JsonClient,
     RateLimiter,
@@ -34,7 +35,6 @@ from meddevkg_core.http_client import (  # noqa: F401  (re-exported: the LLM cli
     SourceAuthError,
     SourceError,
     parse_retry_after,
-    stripped_secret,
 )
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ class LLMConfig(BaseModel, frozen=True):
 
     base_url: str = Field(description="OpenAI-compatible API root, e.g. https://api.deepseek.com/v1.")
     model: str = Field(description="Model name sent in the request; part of the cache key.")
-    api_key: SecretStr | None = Field(default=None, description=f"Bearer token; from {API_KEY_ENV}. None = no header.")
+    api_key: ApiKey = Field(default=None, description=f"Bearer token; from {API_KEY_ENV}. None = no header.")
     timeout: float = 60.0
     max_retries: int = Field(default=5, ge=0, description="Retries after the first attempt (429, 5xx, timeouts).")
     backoff_base: float = Field(default=1.0, ge=0, description="First backoff cap in seconds; doubles per retry.")
@@ -65,11 +65,6 @@ class LLMConfig(BaseModel, frozen=True):
     max_consecutive_failures: int = Field(
         default=5, ge=1, description="Abort the run after this many documents in a row whose request failed."
     )
-
-    @field_validator("api_key")
-    @classmethod
-    def _stripped(cls, key: SecretStr | None) -> SecretStr | None:
-        return stripped_secret(key)
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> LLMConfig:

@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr
 
-from meddevkg_core.http_client import ClientStats, JsonClient, RetryPolicy, SourceError, stripped_secret
+from meddevkg_core.http_client import ApiKey, ClientStats, JsonClient, RetryPolicy, SourceError
 from meddevkg_core.sources.pma_records import PmaDevices, pma_records_to_devices
 
 __all__ = ["API_KEY_ENV", "OpenFDAClient", "OpenFDAConfig", "PmaDevices", "SearchStats", "advisory_committee_search",
@@ -54,19 +54,14 @@ class OpenFDAConfig(RetryPolicy, frozen=True):
     """Where openFDA is, the optional key, page size and the retry policy (RetryPolicy's fields)."""
 
     base_url: str = "https://api.fda.gov"
-    api_key: SecretStr | None = Field(default=None, description=f"Optional; read from {API_KEY_ENV}.")
+    api_key: ApiKey = Field(default=None, description=f"Optional; read from {API_KEY_ENV}.")
     requests_per_minute: float | None = Field(default=240.0, gt=0, description="openFDA's limit, key or not.")
     page_size: int = Field(default=MAX_LIMIT, ge=1, le=MAX_LIMIT)
     max_skip: int = Field(default=MAX_SKIP, ge=0, le=MAX_SKIP, description="Largest `skip` openFDA accepts.")
 
-    @field_validator("api_key")
-    @classmethod
-    def _stripped(cls, key: SecretStr | None) -> SecretStr | None:
-        return stripped_secret(key)
-
     @classmethod
     def from_env(cls, **overrides: Any) -> OpenFDAConfig:
-        """The defaults plus the key from MEDDEVKG_OPENFDA_API_KEY when it is set (stripped: `_stripped`)."""
+        """The defaults plus the key from MEDDEVKG_OPENFDA_API_KEY when it is set (stripped: `ApiKey`)."""
         key = os.environ.get(API_KEY_ENV)
         return cls(**({"api_key": SecretStr(key)} if key else {}), **overrides)
 

@@ -19,9 +19,9 @@ from datetime import date
 from typing import Any, Literal
 
 import httpx
-from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic import BaseModel, Field, SecretStr
 
-from meddevkg_core.http_client import JsonClient, RetryPolicy, SourceAuthError, SourceError, stripped_secret
+from meddevkg_core.http_client import ApiKey, JsonClient, RetryPolicy, SourceAuthError, SourceError
 from meddevkg_core.sources.patentsview import (
     PatentFilter,
     PatentParts,
@@ -55,15 +55,10 @@ class PatentSearchConfig(BaseModel, frozen=True):
     """Where and how to call PatentSearch; the key comes from MEDDEVKG_PATENTSVIEW_API_KEY."""
 
     base_url: str = DEFAULT_BASE_URL
-    api_key: SecretStr | None = Field(default=None, description=f"Usually from the {API_KEY_ENV} variable.")
+    api_key: ApiKey = Field(default=None, description=f"Usually from the {API_KEY_ENV} variable.")
     method: Literal["POST", "GET"] = Field(default="POST", description="POST for long queries (the filter's).")
     page_size: int = Field(default=MAX_PAGE_SIZE, ge=1, le=MAX_PAGE_SIZE)
     policy: RetryPolicy = RetryPolicy(requests_per_minute=REQUESTS_PER_MINUTE)
-
-    @field_validator("api_key")
-    @classmethod
-    def _stripped(cls, key: SecretStr | None) -> SecretStr | None:
-        return stripped_secret(key)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **values: Any) -> PatentSearchConfig:
