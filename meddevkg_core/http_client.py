@@ -169,12 +169,13 @@ class JsonClient:
     def get_json(self, url: str, params: Mapping[str, Any] | None = None, *, not_found_ok: bool = False) -> Any:
         return self.request("GET", url, params=params, not_found_ok=not_found_ok)
 
-    def post_json(self, url: str, body: Any) -> Any:
-        return self.request("POST", url, json_body=body)
+    def post_json(self, url: str, body: Any, *, json_reply: bool = True) -> Any:
+        return self.request("POST", url, json_body=body, json_reply=json_reply)
 
     def request(self, method: str, url: str, *, params: Mapping[str, Any] | None = None, json_body: Any = None,
-                not_found_ok: bool = False) -> Any:
-        """The decoded JSON body after retries; raises SourceAuthError or SourceError."""
+                not_found_ok: bool = False, json_reply: bool = True) -> Any:
+        """The decoded JSON body after retries (None when `json_reply` is false: a chat webhook answers
+        a plain `ok`, and a POST repeated for that would post twice); raises SourceAuthError or SourceError."""
         attempts = self.policy.max_retries + 1
         for attempt in range(attempts):
             self.limiter.acquire()
@@ -191,6 +192,8 @@ class JsonClient:
                     raise SourceAuthError(f"{self.name} refused the credentials (HTTP {status}): {where}", status,
                                           attempt + 1)
                 if status == 404 and not_found_ok:
+                    return None
+                if response.is_success and not json_reply:
                     return None
                 if response.is_success:
                     try:

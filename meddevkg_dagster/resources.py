@@ -13,8 +13,9 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 from dagster_duckdb import DuckDBResource
-from pydantic import Field
+from pydantic import Field, SecretStr
 
+from meddevkg_core.alerts import UI_URL_ENV, WEBHOOK_ENV, RunFailureAlert, post_alert
 from meddevkg_core.companies import CompanyResolver
 from meddevkg_core.config import CrossEncoderConfig, PipelineConfig, parse_pipeline_config
 from meddevkg_core.corpus import Corpus, TableRead, read_corpus
@@ -204,8 +205,21 @@ def build_resources() -> dict[str, object]:
         "pipeline_config": PipelineConfigResource(config_json=env_or("MEDDEVKG_PIPELINE_CONFIG", "")),
         "terminologies": TerminologiesResource(umls_dir=env_or("MEDDEVKG_UMLS_DIR", "") or None,
                                                mesh_xml=env_or("MEDDEVKG_MESH_XML", "") or None),
+        "alerts": AlertsResource(webhook_url=env_or(WEBHOOK_ENV, "") or None, ui_url=env_or(UI_URL_ENV, "") or None),
         **source_resources(),
     }
+
+
+class AlertsResource(dg.ConfigurableResource):
+    """Where run_failure_alert reports a failed run: a Slack/Teams incoming webhook, whose URL holds its
+    token (a secret: an EnvVar, never logged), and the UI's base URL for a link to the run."""
+
+    webhook_url: str | None = Field(default=None, description=f"{WEBHOOK_ENV}; unset, failures are only logged.")
+    ui_url: str | None = Field(default=None, description=f"{UI_URL_ENV}, e.g. http://dagster.example:3000.")
+
+    def post(self, alert: RunFailureAlert) -> None:
+        """Raises SourceError, whose message never holds the URL, when the webhook fails."""
+        post_alert(alert, SecretStr(self.webhook_url or ""))
 
 
 DEVICE_SOURCES = ("corpus", "openfda")

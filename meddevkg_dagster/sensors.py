@@ -1,8 +1,10 @@
-"""New approvals flow in by themselves: poll openFDA, add device partitions, link just those.
+"""New approvals flow in by themselves: poll openFDA, add device partitions, link just those;
+and a failed run is reported.
 
 The planning (which keys, when the cursor moves) is pure and lives in meddevkg_core.refresh;
 this sensor only gathers its inputs (openFDA, the instance's partitions and run statuses) and
-turns the plan into partition requests and one run per batch.
+turns the plan into partition requests and one run per batch. The failure alert's message and
+its delivery are meddevkg_core.alerts'.
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ from datetime import date, timedelta
 
 import dagster as dg
 
+from meddevkg_core.alerts import RunFailureAlert
+from meddevkg_core.http_client import SourceError
 from meddevkg_core.refresh import RefreshCursor, plan_refresh
 from meddevkg_dagster.jobs import device_links_job
 from meddevkg_dagster.partitions import pma_devices, range_tags
-from meddevkg_dagster.resources import OpenFDAResource, SourcesResource
+from meddevkg_dagster.resources import AlertsResource, OpenFDAResource, SourcesResource
 
 START_ENV = "MEDDEVKG_REFRESH_SINCE"
 DEFAULT_LOOKBACK_DAYS = 30
@@ -69,4 +73,35 @@ def new_pma_sensor(context: dg.SensorEvaluationContext, openfda: OpenFDAResource
     )
 
 
-SENSORS = [new_pma_sensor]
+def _error_message(context: dg.RunFailureSensorContext, steps: list[dg.DagsterEvent]) -> str:
+    """The first failed step's error, else the run's: a step's user-code error is wrapped in Dagster's
+    "Error occurred while executing op", so the exception under it is the one that says what failed."""
+    error = steps[0].step_failure_data.error if steps else getattr(context.failure_event.event_specific_data,
+                                                                    "error", None)
+    while error is not None and error.cls_name == "DagsterExecutionStepExecutionError" and error.cause:
+        error = error.cause
+    return error.message if error is not None else context.failure_event.message or ""
+
+
+# Running by default, unlike new_pma_sensor and the patent refresh's schedule and sensor: it starts no
+# run and calls nothing unless a webhook is set, and an alert that has to be turned on first is missing
+# on the day it is needed.
+@dg.run_failure_sensor(default_status=dg.DefaultSensorStatus.RUNNING,
+                       description="Log each failed run of this code location (job, run id, failed steps, the "
+                                   "error's first line) and post it to MEDDEVKG_ALERT_WEBHOOK_URL when set.")
+def run_failure_alert(context: dg.RunFailureSensorContext, alerts: AlertsResource) -> None:
+    run = context.dagster_run
+    steps = context.get_step_failure_events()
+    alert = RunFailureAlert.of(run.job_name, run.run_id, [e.step_key for e in steps if e.step_key],
+                               _error_message(context, steps), alerts.ui_url)
+    context.log.error(alert.line())
+    if not alerts.webhook_url:
+        return
+    try:
+        alerts.post(alert)
+    except SourceError as exc:
+        # Not raised: the cursor moves on either way, and the tick's other failed runs are still reported.
+        context.log.warning(f"run {run.run_id}: the alert webhook failed: {exc}")
+
+
+SENSORS = [new_pma_sensor, run_failure_alert]

@@ -64,3 +64,10 @@ def test_a_key_stays_out_of_messages_as_the_url_encodes_it_and_when_an_echo_is_c
     assert err.value.status == 400 and "api_key=***" in message  # the URL's encoded key, replaced
     for piece in (key[:8], quote(key, safe="")[:8], quote_plus(key)[:8], "and%26more", "and&more"):
         assert piece not in message, piece
+
+
+def test_a_post_that_expects_no_json_takes_a_plain_reply_and_is_sent_once(fake_source):
+    fake_source.route("/hook", lambda *a: (200, b"ok"))  # a chat webhook's answer
+    with _client() as client:
+        assert client.post_json(fake_source.url + "/hook", {"text": "hi"}, json_reply=False) is None
+        assert client.stats.requests == 1

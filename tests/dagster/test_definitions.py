@@ -58,13 +58,27 @@ def test_gpu_steps_are_tagged_and_checks_and_jobs_exist():
     assert {"pma_documents_keys_unique", "device_embeddings_complete", "recall_on_gold"} <= checks
     assert defs.resolve_job_def("meddevkg_job") and defs.resolve_job_def("device_links_job")
     assert defs.resolve_job_def("patents_job")
-    assert set(defs.resources) >= {"io_manager", "corpus", "embedding_model", "cross_encoder", "pipeline_config"}
+    assert set(defs.resources) >= {"io_manager", "corpus", "embedding_model", "cross_encoder", "pipeline_config",
+                                   "alerts"}
     # the stored-table checks query the IO manager's database, one DuckDB user at a time
     assert defs.resources["warehouse"].database == defs.resources["io_manager"].database
     from meddevkg_dagster.checks import CHECKS
 
     stored = [c for c in CHECKS if c.node_def.name != "link_evaluation_recall_on_gold"]
     assert len(stored) == 6 and all(c.node_def.pools == {"duckdb"} for c in stored)
+
+
+def test_failed_runs_are_reported_from_the_start_with_the_webhook_url_an_env_var(monkeypatch):
+    sensors = {s.name: s for s in defs.sensors}
+    assert set(sensors) == {"new_pma_sensor", "relink_after_patent_refresh", "run_failure_alert"}
+    assert sensors["run_failure_alert"].default_status == dg.DefaultSensorStatus.RUNNING  # the others start stopped
+    assert sensors["run_failure_alert"].required_resource_keys == {"alerts"}
+    monkeypatch.setenv("MEDDEVKG_ALERT_WEBHOOK_URL", "https://hooks.example/services/s3cr3t")
+    from meddevkg_dagster.resources import build_resources
+
+    alerts = build_resources()["alerts"]  # the UI shows the variable's name, never the URL
+    assert isinstance(alerts.webhook_url, dg.EnvVar) and alerts.ui_url is None
+    assert alerts.webhook_url.env_var_name == "MEDDEVKG_ALERT_WEBHOOK_URL"
 
 
 def test_dagster_cli_validates_the_workspace(tmp_path):

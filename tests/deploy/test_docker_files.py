@@ -17,7 +17,7 @@ SERVICES = ("postgres", "code", "webserver", "daemon")
 DAGSTER_SERVICES = ("code", "webserver", "daemon")
 DAGSTER_HOME = "/opt/dagster/home"
 WORKSPACE_IN_IMAGE = "/opt/dagster/app/docker/workspace.yaml"
-SECRET_NAME = re.compile(r"(PASSWORD|SECRET|TOKEN|API_KEY|_KEY)$")
+SECRET_NAME = re.compile(r"(PASSWORD|SECRET|TOKEN|API_KEY|_KEY|WEBHOOK_URL)$")  # a webhook URL holds a token
 # ${VAR}, ${VAR:?message}, ${VAR?message}, ${VAR:-} / ${VAR-} (empty default): no value written here.
 SECRET_REFERENCE = re.compile(r"^\$\{(?P<name>[A-Z0-9_]+)(:?\?[^}]*|:?-)?\}$")
 REFERENCE = re.compile(r"(?<!\$)\$\{([A-Z0-9_]+)")  # $${X} is a literal ${X} for the container shell
