@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
@@ -281,6 +282,27 @@ def test_the_image_installs_the_dependencies_before_it_copies_the_code(dockerfil
     assert "docker/requirements_of.py" in dockerfile.split("COPY meddevkg_core")[0]
     deps_at = dockerfile.index("pip install -c /tmp/constraints.txt -r /tmp/requirements.txt")
     assert dockerfile.index('"torch==2.13.0"') < deps_at < dockerfile.index("COPY meddevkg_core")
+
+
+def _copy_sources(dockerfile: str) -> list[tuple[int, list[str]]]:
+    """(offset in the Dockerfile, source paths) of each COPY, in build order."""
+    return [(m.start(), m.group(1).split()[:-1]) for m in re.finditer(r"^COPY (.+)$", dockerfile, re.M)]
+
+
+def test_the_dependency_layer_copies_only_what_the_install_reads(dockerfile):
+    # README.md was copied before the dependency install: editing it reinstalled every package.
+    deps_at = dockerfile.index("pip install -c /tmp/constraints.txt -r /tmp/requirements.txt")
+    before = {s for at, sources in _copy_sources(dockerfile) if at < deps_at for s in sources}
+    assert before == {"pyproject.toml", "constraints.txt", "requirements-mpnet.txt", "docker/requirements_of.py"}
+    ignored = [line for line in (DOCKER / "Dockerfile.dockerignore").read_text().splitlines()
+               if line and not line.startswith("#")]
+    project_at = dockerfile.index('pip install -c /tmp/constraints.txt ".[${EXTRA}]"')
+    for at, sources in _copy_sources(dockerfile):
+        for source in sources:
+            assert (REPO / source).exists(), f"the Dockerfile copies {source}, which is missing"
+            assert not [p for p in ignored if fnmatch(source, p) or source.startswith(f"{p}/")], source
+            if source in ("README.md", "meddevkg_core", "meddevkg_dagster"):  # the wheel's inputs
+                assert deps_at < at < project_at, f"{source} must be copied between the two installs"
 
 
 def test_a_gpu_install_takes_the_nvidia_packages_from_torchs_cuda_build():
