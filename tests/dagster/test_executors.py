@@ -70,3 +70,21 @@ def test_k8s_step_pods_keep_the_store_on_the_shared_volume_and_take_settings_fro
     dockerfile = (RUN_CONFIG.parents[0] / "Dockerfile").read_text()
     fixed = {n for n in ("MEDDEVKG_HOME", "MEDDEVKG_DUCKDB", "MEDDEVKG_EMBEDDING_CACHE") if f"{n}=" in dockerfile}
     assert fixed <= set(env)  # whatever the image fixes, the step pods move onto the volume
+
+
+def test_k8s_steps_need_the_k8s_run_launcher_which_the_compose_instance_lacks():
+    # k8s.yaml validates under any instance, but dagster-k8s takes each step Job's DAGSTER_HOME and
+    # instance ConfigMap from a K8sRunLauncher: under the compose instance's default launcher every
+    # step launch failed, and nothing said so.
+    pytest.importorskip("dagster_k8s")
+    from dagster._core.launcher import DefaultRunLauncher
+    from dagster_k8s.container_context import K8sContainerContext
+
+    with pytest.raises(AttributeError, match="DefaultRunLauncher"):
+        K8sContainerContext().get_k8s_job_config("meddevkg:latest", DefaultRunLauncher())
+    docker = RUN_CONFIG.parent
+    assert "run_launcher" not in yaml.safe_load((docker / "dagster.yaml").read_text())
+    header = " ".join(line.lstrip("# ") for line in (RUN_CONFIG / "k8s.yaml").read_text().splitlines()
+                      if line.startswith("#"))
+    assert "dagster_k8s.K8sRunLauncher" in header and "docker/dagster.yaml" in header
+    assert "K8sRunLauncher" in (docker / ".env.example").read_text()
