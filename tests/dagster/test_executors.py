@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from meddevkg_dagster.definitions import build_definitions
+from meddevkg_dagster.event_log import EVENT_SETTINGS
 from meddevkg_dagster.executors import GPU_STEPS, executor_from_env
 
 RUN_CONFIG = Path(__file__).resolve().parents[2] / "docker" / "run_config"
@@ -66,6 +67,8 @@ def test_k8s_step_pods_keep_the_store_on_the_shared_volume_and_take_settings_fro
     for name in ("MEDDEVKG_HOME", "MEDDEVKG_DUCKDB", "MEDDEVKG_EMBEDDING_CACHE"):
         assert env[name].startswith(mount["mount_path"]), name
     assert env["MEDDEVKG_EXECUTOR"] == "k8s"
+    # Step pods write the events, so they batch them as the compose code service does.
+    assert {name: env.get(name) for name in EVENT_SETTINGS} == EVENT_SETTINGS
     assert config["env_config_maps"] and config["env_secrets"]
     dockerfile = (RUN_CONFIG.parents[0] / "Dockerfile").read_text()
     fixed = {n for n in ("MEDDEVKG_HOME", "MEDDEVKG_DUCKDB", "MEDDEVKG_EMBEDDING_CACHE") if f"{n}=" in dockerfile}
