@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import dagster as dg
@@ -91,3 +92,29 @@ def test_k8s_steps_need_the_k8s_run_launcher_which_the_compose_instance_lacks():
                       if line.startswith("#"))
     assert "dagster_k8s.K8sRunLauncher" in header and "docker/dagster.yaml" in header
     assert "K8sRunLauncher" in (docker / ".env.example").read_text()
+
+
+def test_k8s_step_pods_run_as_the_images_user_with_write_access_to_the_volume():
+    # The image runs as uid 1000, and a fresh volume belongs to root: without fs_group no step pod
+    # could create the warehouse. Built as dagster-k8s builds a step's Job (step config, then the step's own).
+    pytest.importorskip("dagster_k8s")
+    from dagster_k8s.container_context import K8sContainerContext
+    from dagster_k8s.job import DagsterK8sJobConfig, UserDefinedDagsterK8sConfig, construct_dagster_k8s_job
+
+    config = yaml.safe_load((RUN_CONFIG / "k8s.yaml").read_text())["execution"]["config"]
+    (uid,) = re.findall(r"^ARG APP_UID=(\d+)$", (RUN_CONFIG.parent / "Dockerfile").read_text(), re.M)
+    executor = K8sContainerContext(env_vars=config["env_vars"], volumes=config["volumes"],
+                                   volume_mounts=config["volume_mounts"],
+                                   run_k8s_config=UserDefinedDagsterK8sConfig.from_dict(config["step_k8s_config"]))
+    for step in ("candidate_pool", *GPU_STEPS):
+        step_config = UserDefinedDagsterK8sConfig.from_dict(config["per_step_k8s_config"].get(step, {}))
+        context = executor.merge(K8sContainerContext(run_k8s_config=step_config))
+        job = construct_dagster_k8s_job(
+            DagsterK8sJobConfig(job_image=config["job_image"], instance_config_map="dagster-instance"),
+            args=["dagster", "api", "execute_step"], job_name=step, pod_name=step, component="step_worker",
+            user_defined_k8s_config=context.run_k8s_config)
+        pod = job.spec.template.spec
+        assert pod.security_context.fs_group == int(uid), step
+        [mount] = [m for m in pod.containers[0].volume_mounts if m.name == "meddevkg-data"]
+        assert mount.mount_path == "/data/meddevkg"
+        assert ("nvidia.com/gpu" in pod.containers[0].resources.limits) == (step in GPU_STEPS), step
