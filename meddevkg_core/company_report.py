@@ -379,6 +379,10 @@ def format_company_report(report: dict[str, Any]) -> str:
     lines += [f"  {u['fda_id']} {u['pat_id']}  {u['applicant']} / {u['assignee']}  approved {u['decision_date']}  "
               f"Stage 2: {'yes' if u['stage2_path'] else 'no'}  - {u['reason']}"
               for u in gd["unrecovered"][:_MAX_LISTED]]
+    rejected = report["detail"].get("fda_pma_rejected", [])
+    if rejected:
+        lines += ["", f"FDA records rejected, not counted ({len(rejected)}):"]
+        lines += [f"  {r['record_key']}  {r['reason']}" for r in rejected[:_MAX_LISTED]]
     lines += ["", json.dumps(headline(report), default=str)]
     return "\n".join(lines)
 
@@ -388,14 +392,16 @@ def main_company_report(
 ) -> dict[str, Any]:
     """Read a corpus directory and fdadata_pma.parquet, compute the report, optionally write it as JSON."""
     from meddevkg_core.corpus import read_corpus
-    from meddevkg_core.dossier import read_pma_file
+    from meddevkg_core.dossier import read_pma_file, readable_pma_rows
 
     corpus = read_corpus(corpus_dir)
     wanted = ["pma_number", "submission_number", "sponsor", "date_decision", "is_original", "supplement_number"]
-    fda = read_pma_file(fda_pma_path)
-    fda = fda.select(c for c in wanted if c in fda.columns)
-    report = company_report(corpus.devices, corpus.patents, corpus.gold_links, fda,
+    fda = readable_pma_rows(read_pma_file(fda_pma_path), Path(fda_pma_path).name)
+    report = company_report(corpus.devices, corpus.patents, corpus.gold_links,
+                            fda.valid.select(c for c in wanted if c in fda.valid.columns),
                             CompanyResolver.for_corpus(corpus_dir, former_owners=former_owners))
+    report["fda_pma_rejected"] = fda.rejected.height  # records it could not read, not counted
+    report["detail"]["fda_pma_rejected"] = fda.rejected.select("record_key", "reason").to_dicts()
     if out is not None:
         with replaced_file(out) as tmp:
             tmp.write_text(json.dumps(report, indent=2, default=str))

@@ -22,7 +22,7 @@ from pathlib import Path
 import polars as pl
 
 from meddevkg_core import schemas
-from meddevkg_core.corpus import Corpus, CorpusError, TableRead
+from meddevkg_core.corpus import Corpus, CorpusError, TableRead, read_raw
 from meddevkg_core.sources.pma_records import (
     PmaDevices,
     frame_records,
@@ -77,16 +77,30 @@ def read_supplements(path: str | Path, fda_ids: Sequence[str] | None = None) -> 
 
 def read_pma_file(path: str | Path) -> pl.DataFrame:
     """An FDA PMA records file as written (fdadata_pma.parquet, or a Parquet/CSV table in openFDA
-    field names); a CorpusError names the file when it cannot be read or is not PMA records."""
+    field names); a CorpusError names the file when it cannot be read or is not PMA records. A CSV
+    record that cannot be read (the wrong number of fields, bytes that are not UTF-8) is a row with its
+    `__parse_error__` and `__raw__`, as the corpus reader reads it: `load_pma_records` quarantines it,
+    `readable_pma_rows` sets it apart."""
     path = Path(path)
     try:
-        frame = pl.read_parquet(path) if path.suffix == ".parquet" else pl.read_csv(path, infer_schema=False)
+        frame = pl.read_parquet(path) if path.suffix == ".parquet" else read_raw(path)
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise CorpusError(f"{path}: cannot be read as PMA records: {exc}") from exc
     has_statements = bool({"approval_order_statement", "ao_statement"} & set(frame.columns))
     if not has_statements or not ({"submission_number", "pma_number"} & set(frame.columns)):
         raise CorpusError(f"{path}: not PMA records (no submission_number/pma_number and approval statement columns)")
     return frame
+
+
+def readable_pma_rows(frame: pl.DataFrame, source: str) -> TableRead:
+    """The rows of a `read_pma_file` frame that could be read, as written, and the records that could
+    not, quarantined as `load_pma_records` quarantines them: for the readers of every row of the file."""
+    if "__parse_error__" not in frame.columns:
+        return TableRead(frame, schemas.empty(schemas.REJECTED_RECORDS))
+    unread = pl.col("__parse_error__").is_not_null()
+    named = openfda_named(frame).with_row_index("__row__").filter(unread)
+    rejected = pma_records_to_devices(frame_records(named), source, row_numbers=named["__row__"].to_list()).rejected
+    return TableRead(frame.filter(~unread).drop("__parse_error__", "__raw__", strict=False), rejected)
 
 
 def with_approval_dates(devices: pl.DataFrame, originals: pl.DataFrame) -> pl.DataFrame:

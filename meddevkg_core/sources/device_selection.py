@@ -27,7 +27,7 @@ from pydantic import BaseModel
 
 from meddevkg_core.atomic_files import replaced_file
 from meddevkg_core.corpus import CorpusError, read_raw, required_table, validate_table
-from meddevkg_core.dossier import read_pma_file
+from meddevkg_core.dossier import read_pma_file, readable_pma_rows
 from meddevkg_core.sources.pma_records import canonical_pma, devices_from_pma
 
 CARDIOVASCULAR = "CV"
@@ -230,10 +230,11 @@ def format_selection_report(report: dict[str, Any]) -> str:
     lines += [f"  {n:>4}  {reason}" for reason, n in report["only_selection_reasons"].items()]
     lines += ["", "only in the benchmark, by reason:"]
     lines += [f"  {n:>4}  {reason}" for reason, n in report["only_benchmark_reasons"].items()]
-    rejected = report["detail"].get("benchmark_rejected", [])
-    if rejected:
-        lines += ["", f"benchmark rows rejected, not counted ({len(rejected)}):"]
-        lines += [f"  {r['record_key']}  {r['reason']}" for r in rejected[:_MAX_LISTED]]
+    for what, rows in (("FDA records", "fda_pma_rejected"), ("benchmark rows", "benchmark_rejected")):
+        rejected = report["detail"].get(rows, [])
+        if rejected:
+            lines += ["", f"{what} rejected, not counted ({len(rejected)}):"]
+            lines += [f"  {r['record_key']}  {r['reason']}" for r in rejected[:_MAX_LISTED]]
     for side in ("only_selection", "only_benchmark"):
         rows = report["detail"][side]
         lines += ["", f"{side.replace('_', ' ')} ({len(rows)}):"]
@@ -248,9 +249,9 @@ def main_select_devices(fda_pma_path: str | Path, product_codes_path: str | Path
     `out_path`, also write the selected originals as a corpus devices table (Parquet, schemas.DEVICES).
     Benchmark rows the corpus reader rejects (a blank or repeated id, no text, a bad date: what a
     benchmark run would not count either) are not counted: the report lists them under
-    `benchmark_rejected`. A CorpusError names an input that cannot be read or is not what it
-    should be."""
-    fda_pma = read_pma_file(fda_pma_path)
+    `benchmark_rejected`, as the FDA records it cannot read under `fda_pma_rejected`. A CorpusError
+    names an input that cannot be read or is not what it should be."""
+    fda = readable_pma_rows(read_pma_file(fda_pma_path), Path(fda_pma_path).name)
     try:
         product_codes = pl.read_parquet(product_codes_path)
     except (pl.exceptions.PolarsError, OSError) as exc:
@@ -258,12 +259,13 @@ def main_select_devices(fda_pma_path: str | Path, product_codes_path: str | Path
     devices_path = required_table(Path(benchmark_dir), "devices")
     # the corpus's rules, so a blank or repeated id is reported as the benchmark run would reject it
     benchmark = validate_table(read_raw(devices_path), "devices", source=str(devices_path))
-    report = compare_selection(fda_pma, product_codes, benchmark.valid)
-    report["benchmark_rejected"] = benchmark.rejected.height
-    report["detail"]["benchmark_rejected"] = benchmark.rejected.select("record_key", "reason").to_dicts()
+    report = compare_selection(fda.valid, product_codes, benchmark.valid)
+    for rows, rejected in (("fda_pma_rejected", fda.rejected), ("benchmark_rejected", benchmark.rejected)):
+        report[rows] = rejected.height
+        report["detail"][rows] = rejected.select("record_key", "reason").to_dicts()
     if out_path is not None:
         path = Path(out_path)
-        devices = devices_from_pma(select_originals(fda_pma))
+        devices = devices_from_pma(select_originals(fda.valid))
         with replaced_file(path) as tmp:
             devices.write_parquet(tmp)
         report["devices_written"] = {"path": str(path), "rows": devices.height}

@@ -21,7 +21,8 @@ device reads the same whichever source delivered it (DATA_SOURCES.md §1):
   does not depend on input order. Identical copies (paging overlap) are only counted; conflicting
   copies are quarantined as superseded.
 - A PMA records file (fdadata's copy of pma.zip, or a table in openFDA names) is validated the same
-  way, its rows read as the API's records (`frame_records`).
+  way, its rows read as the API's records (`frame_records`); a CSV record it could not read (the
+  wrong number of fields, bytes that are not UTF-8) is quarantined with its line.
 """
 
 from __future__ import annotations
@@ -202,6 +203,8 @@ def pma_records_to_devices(records: Iterable[object], source: str = "openfda dev
         decided = parse_decision_date(raw_date) if raw_date else None
         if raw_date and decided is None:
             problems.append(f"unparseable decision_date {raw_date[:40]!r} (want YYYY-MM-DD or YYYYMMDD)")
+        if record.get("__parse_error__"):  # a file's record read_raw could not read: its fields are not what was meant
+            problems = [record["__parse_error__"]]
         if supplement:
             counts["supplements"] += 1
             if problems:
@@ -284,10 +287,11 @@ def pma_number_in(fda_ids: Sequence[str]) -> pl.Expr:
 
 def frame_records(frame: pl.DataFrame) -> list[dict[str, Any]]:
     """The rows of an `openfda_named` frame as raw records for `pma_records_to_devices`, a typed
-    date as its ISO text (as the API sends it)."""
+    date as its ISO text (as the API sends it), and a record the file reader could not read with its
+    `__parse_error__` and `__raw__` (corpus.read_raw)."""
     if "decision_date" in frame.columns and frame.schema["decision_date"] != pl.String:
         frame = frame.with_columns(pl.col("decision_date").cast(pl.Date).cast(pl.String))
-    return frame.select(c for c in _FIELDS if c in frame.columns).to_dicts()
+    return frame.select(c for c in (*_FIELDS, "__parse_error__", "__raw__") if c in frame.columns).to_dicts()
 
 
 def canonical_pma(frame: pl.DataFrame) -> pl.DataFrame:

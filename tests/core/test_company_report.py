@@ -218,3 +218,22 @@ def test_report_on_an_empty_corpus_does_not_crash() -> None:
     assert report["sponsor_resolution_share"] is None and report["cross_company_gold_recovered_share"] is None
     assert report["extra_company_pairs"] == 0
     assert json.loads(format_company_report(report).splitlines()[-1])["all_pairs"] == 0
+
+
+def test_a_csv_fda_record_of_the_wrong_width_is_reported_not_counted(tmp_path) -> None:
+    from meddevkg_core.company_report import main_company_report
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "devices.csv").write_text("fda_id,text,applicant\nP000001,stent,ALPHA\nP000002,valve,ALPHA\n")
+    (corpus / "patents.csv").write_text("pat_id,text,assignee\n1,stent,ALPHA\n")
+    fda = tmp_path / "pma.csv"  # polars refused the whole file for the unquoted comma on line 3
+    fda.write_text("submission_number,sponsor,date_decision,approval_order_statement\n"
+                   "P000001,Alpha Vascular,2012-05-01,APPROVAL.\n"
+                   "P000002,Alpha Vascular, Inc.,2008-03-01,APPROVAL.\n")
+    report = main_company_report(corpus, fda)
+    assert (report["n_devices"], report["n_devices_with_sponsor"]) == (2, 1)
+    assert report["fda_pma_rejected"] == 1
+    assert report["detail"]["fda_pma_rejected"] == [{"record_key": "pma.csv#1:P000002",
+                                                     "reason": "line 3: 5 fields where the header has 4"}]
+    assert "pma.csv#1:P000002  line 3: 5 fields where the header has 4" in format_company_report(report)

@@ -89,6 +89,30 @@ def test_records_of_the_devices_that_fail_validation_are_quarantined_and_reach_t
                                                        "pma.csv#5:P200002"]  # run writes them to rejected_records
 
 
+def test_a_csv_record_of_the_wrong_width_is_quarantined_with_its_line_and_the_others_are_read(tmp_path: Path):
+    from meddevkg_core.dossier import read_pma_file, readable_pma_rows
+
+    path = tmp_path / "pma.csv"  # polars refused the whole file for the unquoted comma on line 3
+    path.write_text("submission_number,date_decision,device,approval_order_statement\n"
+                    "P100001,2010-01-05,STENT,APPROVAL FOR THE STENT.\n"
+                    "P100001/S001,2011-01-01,STENT,A NEW SUPPLIER, AND A NEW LABEL.\n"
+                    "P100001/S002,2012-06-01,STENT,A NEW COATING.\n")
+    read = load_supplements(path, ["P100001"])
+    assert read.valid.select("supplement_number", "statement").rows() == [("S002", "A NEW COATING.")]
+    [row] = read.rejected.to_dicts()
+    assert (row["record_key"], row["reason"]) == ("pma.csv#1:P100001", "supplement S001: line 3: 5 fields where "
+                                                                       "the header has 4")
+    assert '"__raw__": "P100001/S001,2011-01-01,STENT,A NEW SUPPLIER, AND A NEW LABEL."' in row["record"]
+    corpus = with_supplements(Corpus(DEVICES, schemas.empty(schemas.PATENTS), schemas.empty(schemas.GOLD_LINKS),
+                                     schemas.empty(schemas.LABELED_PAIRS), schemas.empty(schemas.REJECTED_RECORDS)),
+                              path)
+    assert corpus.rejected.equals(read.rejected)  # run writes it to rejected_records
+    rows = readable_pma_rows(read_pma_file(path), path.name)  # company-report and select-devices read every row
+    assert rows.valid["submission_number"].to_list() == ["P100001", "P100001/S002"]
+    assert rows.valid.columns == ["submission_number", "date_decision", "device", "approval_order_statement"]
+    assert rows.rejected.equals(read.rejected)
+
+
 def test_a_file_that_is_not_pma_records_is_an_error_naming_it(tmp_path: Path):
     path = tmp_path / "patents.parquet"
     pl.DataFrame({"pat_id": ["1"], "text": ["a"]}).write_parquet(path)

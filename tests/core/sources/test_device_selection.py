@@ -177,3 +177,20 @@ def test_main_reads_the_benchmark_ids_as_the_corpus_does_and_reports_the_rows_it
         {"record_key": "devices#1:P100001", "reason": "duplicate key of row 0"},
         {"record_key": "devices#2:  ", "reason": "missing fda_id"}]
     assert "devices#1:P100001  duplicate key of row 0" in format_selection_report(report)
+
+
+def test_main_reports_a_csv_fda_record_of_the_wrong_width_and_counts_the_others(tmp_path):
+    CODES.write_parquet(tmp_path / "codes.parquet")
+    (tmp_path / "bench").mkdir()
+    BENCH.with_columns(pl.lit("t").alias("text")).write_parquet(tmp_path / "bench" / "devices.parquet")
+    FDA.write_parquet(tmp_path / "pma.parquet")
+    csv_file = tmp_path / "pma.csv"  # polars refused the whole file for the one record with a field too many
+    csv_file.write_text(FDA.write_csv() + "P100010,P100010,,true,Acme,Stent,STENT,MAF,CV,2012-01-01,APPR,x,y\n")
+    expected = main_select_devices(tmp_path / "pma.parquet", tmp_path / "codes.parquet", tmp_path / "bench")
+    report = main_select_devices(csv_file, tmp_path / "codes.parquet", tmp_path / "bench")
+    assert report["fda_pma_rejected"] == 1 and expected["fda_pma_rejected"] == 0
+    assert report["detail"]["fda_pma_rejected"] == [{"record_key": "pma.csv#9:P100010",
+                                                     "reason": "line 11: 13 fields where the header has 12"}]
+    assert (report["fda_records"], report["selected"], report["overlap"]) == (
+        expected["fda_records"], expected["selected"], expected["overlap"])
+    assert "pma.csv#9:P100010  line 11: 13 fields" in format_selection_report(report)
