@@ -217,14 +217,11 @@ def _normalise_columns(raw: pl.DataFrame, table: str) -> pl.DataFrame:
 
 def _reasons(df: pl.DataFrame, table: str, source: str) -> pl.Expr:
     """The first rule a row breaks, or null for a valid row."""
-    checks: list[tuple[pl.Expr, str]] = []
-    if "__parse_error__" in df.columns:
-        checks.append((pl.col("__parse_error__").is_not_null(), ""))
     for col in _REQUIRED_TEXT[table]:
         if col not in df.columns:
             columns = ", ".join(c for c in df.columns if not c.startswith("__"))
             raise CorpusError(f"{source}: table {table!r} has no column {col!r} (columns: {columns})")
-        checks.append((pl.col(col).is_null() | (pl.col(col).str.strip_chars() == ""), f"missing {col}"))
+    checks: list[tuple[pl.Expr, str]] = []
     for col, dtype in _SCHEMAS[table].items():
         if col in df.columns and dtype == pl.Date:
             bad = pl.col(col).is_not_null() & (pl.col(col).str.strip_chars() != "") & pl.col(
@@ -232,9 +229,18 @@ def _reasons(df: pl.DataFrame, table: str, source: str) -> pl.Expr:
             checks.append((bad, f"unparseable {col} (want YYYY-MM-DD)"))
     if table == "labeled_pairs":
         checks.append((~pl.col("label").str.strip_chars().is_in(["0", "1", "0.0", "1.0"]), "label is not 0 or 1"))
+    return first_broken_rule(df, _REQUIRED_TEXT[table], checks)
+
+
+def first_broken_rule(df: pl.DataFrame, required: Sequence[str], checks: Sequence[tuple[pl.Expr, str]]) -> pl.Expr:
+    """The first rule a raw row breaks, or null: the reader's parse error, a `required` value missing
+    (null or blank), then `checks` in order (each a condition that breaks it, and its reason)."""
+    rules = [(pl.col(c).is_null() | (pl.col(c).str.strip_chars() == ""), pl.lit(f"missing {c}")) for c in required]
+    rules += [(cond, pl.lit(text)) for cond, text in checks]
+    if "__parse_error__" in df.columns:
+        rules.insert(0, (pl.col("__parse_error__").is_not_null(), pl.col("__parse_error__")))
     reason = pl.lit(None, dtype=pl.String)
-    for cond, text in reversed(checks):
-        message = pl.col("__parse_error__") if text == "" else pl.lit(text)
+    for cond, message in reversed(rules):
         reason = pl.when(cond).then(message).otherwise(reason)
     return reason
 
@@ -289,18 +295,23 @@ def validate_table(raw: pl.DataFrame, table: str, source: str) -> TableRead:
     keys = _KEYS[table]
     df = mark_duplicates(df.with_columns(_reasons(df, table, source).alias("__reason__")), keys,
                          "duplicate key of row ")
-    bad = df.filter(pl.col("__reason__").is_not_null())
-    payload = [c for c in raw.columns if not c.startswith("__")] + (["__raw__"] if "__raw__" in raw.columns else [])
-    rejected = bad.select(
-        pl.lit(source).alias("source"),
-        pl.concat_str([pl.lit(f"{table}#"), pl.col("__row__").cast(pl.String)] + [
-            pl.lit(":"), pl.coalesce([pl.col(k) for k in keys if k in bad.columns] + [pl.lit("")])]
-        ).alias("record_key"),
-        pl.col("__reason__").alias("reason"),
-        pl.struct([c for c in payload if c in bad.columns]).struct.json_encode().alias("record"),
-    ) if bad.height else schemas.empty(schemas.REJECTED_RECORDS)
+    key = pl.concat_str([pl.lit(f"{table}#"), pl.col("__row__").cast(pl.String), pl.lit(":"),
+                         pl.coalesce([pl.col(k) for k in keys if k in df.columns] + [pl.lit("")])])
     valid = _cast(df.filter(pl.col("__reason__").is_null()), table)
-    return TableRead(schemas.conform(valid, schema), schemas.conform(rejected, schemas.REJECTED_RECORDS))
+    return TableRead(schemas.conform(valid, schema), rejected_rows(df, raw.columns, source, key))
+
+
+def rejected_rows(df: pl.DataFrame, columns: Sequence[str], source: str, key: pl.Expr) -> pl.DataFrame:
+    """The rows with a `__reason__` as schemas.REJECTED_RECORDS, each record as read from the file's
+    `columns` and, when the reader could not split it, as written (`__raw__`)."""
+    bad = df.filter(pl.col("__reason__").is_not_null())
+    if not bad.height:
+        return schemas.empty(schemas.REJECTED_RECORDS)
+    payload = [c for c in columns if not c.startswith("__") and c in bad.columns]
+    record = pl.struct(payload + ["__raw__"] * ("__raw__" in bad.columns)).struct.json_encode()
+    return schemas.conform(bad.select(pl.lit(source).alias("source"), key.alias("record_key"),
+                                      pl.col("__reason__").alias("reason"), record.alias("record")),
+                           schemas.REJECTED_RECORDS)
 
 
 def read_table(path: Path, table: str) -> TableRead:

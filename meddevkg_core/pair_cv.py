@@ -47,7 +47,7 @@ from sklearn.preprocessing import StandardScaler
 from meddevkg_core import schemas
 from meddevkg_core.atomic_files import replaced_files
 from meddevkg_core.config import CandidateConfig, CrossEncoderConfig, RerankConfig
-from meddevkg_core.corpus import key_text, mark_duplicates, read_raw
+from meddevkg_core.corpus import first_broken_rule, key_text, mark_duplicates, read_raw, rejected_rows
 from meddevkg_core.cross_encoder import PairScorer, truncate
 from meddevkg_core.embeddings import Encoder
 from meddevkg_core.entities import extract_mentions
@@ -106,33 +106,18 @@ def load_pairs(path: str | Path) -> PairsRead:
     if missing:
         raise PairsError(f"{path}: no column(s) {missing} (columns: {', '.join(raw.columns)})")
     df = raw.with_row_index("__row__")
-    checks: list[tuple[pl.Expr, pl.Expr]] = []
-    if "__parse_error__" in df.columns:
-        checks.append((pl.col("__parse_error__").is_not_null(), pl.col("__parse_error__")))
-    for col in ("fda_id", "pat_id", "device_text", "patent_text", "label"):
-        checks.append((pl.col(col).is_null() | (pl.col(col).str.strip_chars() == ""), pl.lit(f"missing {col}")))
     label = pl.col("label").str.strip_chars().str.to_lowercase()
-    checks.append((~label.is_in(["0", "1", "0.0", "1.0", "true", "false"]), pl.lit("label is not 0 or 1")))
-    reason = pl.lit(None, dtype=pl.String)
-    for cond, text in reversed(checks):
-        reason = pl.when(cond).then(text).otherwise(reason)
+    reason = first_broken_rule(df, list(PAIRS), [(~label.is_in(["0", "1", "0.0", "1.0", "true", "false"]),
+                                                  "label is not 0 or 1")])
     df = mark_duplicates(df.with_columns(reason.alias("__reason__")), ("fda_id", "pat_id"), "duplicate pair of row ")
-    bad = df.filter(pl.col("__reason__").is_not_null())
-    payload = [c for c in raw.columns if not c.startswith("__")] + (["__raw__"] if "__raw__" in raw.columns else [])
-    rejected = bad.select(
-        pl.lit(path.name).alias("source"),
-        pl.concat_str([pl.lit("pairs#"), pl.col("__row__").cast(pl.String), pl.lit(":"),
-                       pl.col("fda_id").fill_null(""), pl.lit("|"), pl.col("pat_id").fill_null("")],
-                      ).alias("record_key"),
-        pl.col("__reason__").alias("reason"),
-        pl.struct(payload).struct.json_encode().alias("record"),
-    )
+    key = pl.concat_str([pl.lit("pairs#"), pl.col("__row__").cast(pl.String), pl.lit(":"),
+                         pl.col("fda_id").fill_null(""), pl.lit("|"), pl.col("pat_id").fill_null("")])
     good = df.filter(pl.col("__reason__").is_null()).select(
         key_text("fda_id"), key_text("pat_id"), "device_text", "patent_text",
         label.is_in(["1", "1.0", "true"]).cast(pl.Int8).alias("label"),
     )
     pairs, repairs = repair_texts(schemas.conform(good, PAIRS), "device_text")
-    return PairsRead(pairs, schemas.conform(rejected, schemas.REJECTED_RECORDS), repairs)
+    return PairsRead(pairs, rejected_rows(df, raw.columns, path.name, key), repairs)
 
 
 def read_pairs(path: str | Path) -> pl.DataFrame:
