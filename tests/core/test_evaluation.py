@@ -58,3 +58,20 @@ def test_a_missing_figure_is_a_typed_float_in_the_stored_row():
     assert frame.height == 1 and pl.Null not in frame.dtypes
     assert frame.schema["pool_recall"] == frame.schema["share@R99"] == frame.schema["R@10"] == pl.Float64
     assert frame.schema["n_links"] == pl.Int64 and frame["share@R99"][0] is None
+
+
+def test_link_recall_is_out_of_fold_only_when_every_gold_devices_row_is():
+    # devices without gold are scored by the full model (out_of_fold False): they do not count
+    pool = pl.DataFrame({"fda_id": ["A", "A", "B"], "pat_id": ["1", "2", "1"]})
+    gold = pl.DataFrame({"fda_id": ["A"], "pat_id": ["1"]})
+    links = pool.with_columns(pl.lit(True).alias("decision"), pl.Series("out_of_fold", [True, True, False]))
+    assert evaluate_links(pool, links, gold, 2, 2).link_recall_out_of_fold_only
+    one_in_fold = links.with_columns(pl.Series("out_of_fold", [True, False, False]))
+    assert not evaluate_links(pool, one_in_fold, gold, 2, 2).link_recall_out_of_fold_only
+
+
+def test_an_empty_pool_has_no_noise_reduction_rather_than_zero():
+    pool = pl.DataFrame(schema={"fda_id": pl.String, "pat_id": pl.String})
+    links = pool.with_columns(pl.lit(True).alias("decision"), pl.lit(True).alias("out_of_fold"))
+    ev = evaluate_links(pool, links, pl.DataFrame({"fda_id": ["A"], "pat_id": ["1"]}), 1, 1)
+    assert ev.noise_reduction is None and ev.pool_recall == 0.0 and ev.n_links == 0
