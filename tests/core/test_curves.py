@@ -60,6 +60,20 @@ def test_gold_outside_the_corpus_is_a_miss_and_unreachable_targets_are_none() ->
     assert ops["pairs@R60"] == 4.0 and ops["share@R90"] is None and ops["pairs@R90"] is None
 
 
+def test_recall_counts_a_gold_pair_listed_twice_once() -> None:
+    gold = pl.concat([GOLD, GOLD.head(1)])  # D1-b twice
+    curve = recall_volume_curve(_blocks(SCORES, DEVICES), gold, DEVICES, PATENTS, points=0)
+    assert curve["recall"].to_list() == [0.0, 0.5, 1.0, 1.0]
+
+
+def test_a_nan_score_is_kept_only_with_every_pair() -> None:
+    scores = SCORES.copy()
+    scores[0, 1] = np.nan  # D1-b, a gold pair
+    curve = recall_volume_curve(_blocks(scores, DEVICES), GOLD, DEVICES, PATENTS, points=0)
+    assert curve["pairs_kept"].to_list() == [0, 2, 6] and curve["recall"].to_list() == [0.0, 0.5, 1.0]
+    assert curve["threshold"].to_list() == [np.inf, 0.8, -np.inf]
+
+
 def test_missing_blocks_are_refused() -> None:
     with pytest.raises(ValueError):
         recall_volume_curve(_blocks(SCORES[:1], DEVICES[:1]), GOLD, DEVICES, PATENTS)
@@ -116,4 +130,5 @@ def test_rank_cutoff_curve_counts_top_k_per_device() -> None:
     curve = rank_cutoff_curve(ranks, n_devices=2, n_patents=10, points=0)
     assert curve["pairs_kept"].to_list() == [0, 2, 4, 6, 20]
     assert curve["recall"].to_list() == [0.0, 0.25, 0.5, 0.75, 0.75]
+    assert curve["threshold"].to_list() == [0.0, 1.0, 2.0, 3.0, 10.0]  # K; keeping every pair is K = n_patents
     assert pairs_for_recall(curve, (0.5,))["share@R50"] == pytest.approx(4 / 20)
