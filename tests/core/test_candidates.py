@@ -1,12 +1,13 @@
 import itertools
+from types import SimpleNamespace
 
 import numpy as np
 import polars as pl
 import pytest
 
 from meddevkg_core import schemas
-from meddevkg_core.candidates import Stage2Inputs, generate_candidates, score_blocks, vector_points
-from meddevkg_core.config import CandidateConfig
+from meddevkg_core.candidates import Stage2Inputs, admission, generate_candidates, score_blocks, vector_points
+from meddevkg_core.config import Admission, CandidateConfig
 from meddevkg_core.entity_match import EntityMatcher, doc_keys
 from meddevkg_core.ontology import Ontology, normalize_term
 
@@ -97,6 +98,42 @@ def test_tiers_and_evidence_follow_the_paper():
     assert matcher.explain("D2", "p2") == ("A", "TierA:C_DES(DEVICE_TYPE,w=1.0)")
     assert matcher.explain("D2", "p3") == ("B", "TierB:via_C_STENT")
     assert matcher.explain("D1", "p7") == ("none", "")
+
+
+def _matcher(device_mentions: list[dict], patent_mentions: list[dict], cfg: CandidateConfig) -> EntityMatcher:
+    def keys(rows):
+        return doc_keys(schemas.conform(pl.DataFrame(rows), schemas.MENTIONS), ONTO, cfg)
+    return EntityMatcher(keys(device_mentions), keys(patent_mentions), ["p1"], cfg)
+
+
+def test_a_tier_b_relation_never_lowers_a_better_match_of_the_same_pair():
+    cfg = CandidateConfig()
+    # D: DES; p1: DES (Tier A, 50) and bare-metal stent (Tier B with DES via stent, 20)
+    matcher = _matcher([mention("D", "DES", "C_DES")],
+                       [mention("p1", "drug-eluting stent", "C_DES"), mention("p1", "bare-metal stent", "C_BMS")], cfg)
+    assert matcher.score_block(["D"]).score[0, 0] == 50
+    assert matcher.explain("D", "p1") == ("A", "TierA:C_DES(DEVICE_TYPE,w=1.0)")
+
+
+def test_an_empty_norm_is_no_tier_s_match():
+    cfg = CandidateConfig()
+    matcher = _matcher([{**mention("D", "x", None), "norm": ""}], [{**mention("p1", "y", None), "norm": ""}], cfg)
+    assert matcher.score_block(["D"]).score[0, 0] == 0 and matcher.explain("D", "p1") == ("none", "")
+
+
+def test_each_admission_rule_admits_a_pair_at_its_cut_off_and_the_first_rule_wins():
+    cfg = CandidateConfig(admission_threshold=70.0, rescue_vector_points=65, rescue_anchor=True,
+                          same_company_min_score=35.0)
+    company = np.array([[0, 0, 0, 20, 20, 0]], np.float32)
+    vector = np.array([[0, 65, 0, 0, 65, 64]], np.int16)
+    entity = np.array([[70, 0, 60, 15, 60, 5.9]], np.float32)
+    core = np.array([[False, False, True, False, True, False]])
+    scores = SimpleNamespace(company=company, vector=vector, entity=entity, entity_core=core,
+                             total=company + vector + entity)
+    reason, names = admission(scores, cfg)  # type: ignore[arg-type]
+    assert [names[c - 1] if c else None for c in reason[0]] == [
+        Admission.THRESHOLD, Admission.RESCUE_VECTOR, Admission.RESCUE_ANCHOR, Admission.SAME_COMPANY,
+        Admission.THRESHOLD, None]
 
 
 def test_quantile_and_absolute_vector_bins():
