@@ -382,7 +382,9 @@ def _small_world() -> tuple[CompanyResolver, pl.DataFrame, pl.DataFrame]:
         ],
     )
     names = ["Alpha Inc.", "Alpha Vascular", "Beta Corp", "Delta", "Omega", "Unknown Co", None]
-    dates = [None, date(2004, 1, 1), date(2007, 1, 1), date(2012, 1, 1), date(2016, 1, 1)]
+    # and on the deals' own days, where a reach starts holding (close date) or stops (a later buyer's)
+    dates = [None, date(2004, 1, 1), date(2007, 1, 1), date(2012, 1, 1), date(2016, 1, 1),
+             date(2005, 6, 1), date(2010, 1, 1), date(2015, 1, 1)]
     devices = pl.DataFrame(
         [(f"P{i}", n, d) for i, (n, d) in enumerate(itertools.product(names, dates))],
         schema={"fda_id": pl.String, "applicant": pl.String, "decision_date": pl.Date},
@@ -390,13 +392,14 @@ def _small_world() -> tuple[CompanyResolver, pl.DataFrame, pl.DataFrame]:
     )
     devices = pl.concat([devices, devices.head(5).with_columns(pl.lit("Delta").alias("applicant"))])  # two names
     # BETA held DELTA 2005-06-01 to 2015-01-01: its patent "1" is dated outside (the date beats the
-    # number's 2008), "7" is inside by its number's year (2005), "10" is inside by date, "11" has no year.
+    # number's 2008), "7" is inside by its number's year (2005), "10" is inside by date, "11" has no year;
+    # "12" is granted on the window's last day (outside: it ends there), "9000000" in its last year (inside).
     patents = pl.DataFrame(
-        {"pat_id": ["0", "7338518", "2", "3", "4", "5", "6", "6957102", "8", "9", "10", "11"],
+        {"pat_id": ["0", "7338518", "2", "3", "4", "5", "6", "6957102", "8", "9", "10", "11", "12", "9000000"],
          "assignee": ["Alpha", "BETA CORP.", "Delta; Zed", "Omega Ltd", "unknown co", None, "", "Gamma Div. of Beta",
-                      "DELTA UNIVERSITY OF SOMEWHERE", "OMEGA ELECTRIC", "Beta", "Beta"],
+                      "DELTA UNIVERSITY OF SOMEWHERE", "OMEGA ELECTRIC", "Beta", "Beta", "Beta", "Beta"],
          "grant_date": [None, date(2004, 1, 1), None, None, None, None, None, None, None, None, date(2014, 12, 31),
-                        None]},
+                        None, date(2015, 1, 1), None]},
     )
     return r, devices, patents
 
@@ -430,7 +433,7 @@ def test_match_table_equals_brute_force(former_owners: bool) -> None:
     assert set(table.rows()) == brute
     if former_owners:  # the window was exercised both ways
         former = {k[1] for k, m in best.items() if m.kind == "former_owner"}
-        assert former == {"6957102", "10"}  # not "7338518" (dated 2004) nor "11" (no year)
+        assert former == {"6957102", "10", "9000000"}  # not "7338518" (dated 2004), "11" (no year) nor "12"
     assert table.select("fda_id", "pat_id").is_unique().all()
 
 
