@@ -164,3 +164,39 @@ def test_date_typed_columns_are_read_as_their_dates(tmp_path):
     assert corpus.rejected.height == 0
     assert corpus.devices["decision_date"].to_list() == [date(2015, 3, 2), date(2016, 7, 1)]
     assert corpus.patents["grant_date"].to_list() == [date(2010, 1, 5)]
+
+
+def test_a_blank_text_or_a_label_other_than_0_or_1_is_quarantined(tmp_path):
+    _write_jsonl(tmp_path / "devices.jsonl", [{"fda_id": "P1", "text": "stent"}, {"fda_id": "P2", "text": ""},
+                                               {"fda_id": "P3", "text": "  "}])
+    (tmp_path / "patents.csv").write_text("pat_id,text\n1,stent\n")
+    (tmp_path / "labeled_pairs.csv").write_text("fda_id,pat_id,label\nP1,1,1.0\nP1,1 ,2\n")
+
+    corpus = read_corpus(tmp_path)
+
+    assert corpus.devices["fda_id"].to_list() == ["P1"] and corpus.labeled_pairs.rows() == [("P1", "1", 1)]
+    assert corpus.rejected.select("record_key", "reason").rows() == [
+        ("devices#1:P2", "missing text"), ("devices#2:P3", "missing text"),
+        ("labeled_pairs#1:P1", "label is not 0 or 1")]
+
+
+def test_a_valid_row_after_a_rejected_one_of_its_key_is_kept_not_taken_for_a_duplicate(tmp_path):
+    (tmp_path / "devices.csv").write_text("fda_id,text\nP1,\nP1,Coronary stent\n")
+    (tmp_path / "patents.csv").write_text("pat_id,text\n1,stent\n")
+
+    corpus = read_corpus(tmp_path)
+
+    assert corpus.devices.select("fda_id", "text").rows() == [("P1", "Coronary stent")]
+    assert corpus.rejected.select("record_key", "reason").rows() == [("devices#0:P1", "missing text")]
+
+
+def test_a_gold_link_to_an_unknown_patent_is_quarantined_naming_the_patent(tmp_path):
+    (tmp_path / "devices.csv").write_text("fda_id,text\nP1,stent\n")
+    (tmp_path / "patents.csv").write_text("pat_id,text\n1,stent\n")
+    (tmp_path / "gold_links.csv").write_text("fda_id,pat_id\nP1,1\nP1,2\n")
+
+    corpus = read_corpus(tmp_path)
+
+    assert corpus.gold_links.rows() == [("P1", "1")]
+    assert corpus.rejected.select("record_key", "reason").rows() == [
+        ("gold_links:P1|2", "pat_id not among valid patents")]
