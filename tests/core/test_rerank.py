@@ -68,6 +68,7 @@ def test_training_sample_caps_negatives_per_device_and_is_deterministic():
     assert neg.height <= 2 * gold.height
     assert neg.group_by("fda_id").len()["len"].max() <= int(0.1 * 2 * gold.height)
     assert a.filter(pl.col("label") == 1).height == gold.height
+    assert training_sample(labeled, RerankConfig(negatives_per_positive=0)).equals(labeled)  # 0: every negative
 
 
 def test_recall_threshold_keeps_the_target_share_of_positives():
@@ -75,6 +76,24 @@ def test_recall_threshold_keeps_the_target_share_of_positives():
     labels = np.array([1, 1, 1, 1, 0])
     assert recall_threshold(prob, labels, 0.75) == pytest.approx(0.7)
     assert recall_threshold(prob, labels, 1.0) == pytest.approx(0.6)
+    assert recall_threshold(prob, labels, 0.9) == pytest.approx(0.6)  # 3 of 4 is short of 90%: rounds up
+
+
+def test_recall_threshold_reads_only_scored_positives():
+    # a positive without an out-of-fold score (NaN) neither counts nor becomes a NaN cut-off that rejects all
+    prob = np.array([np.nan, 0.9, 0.8, 0.7], np.float32)
+    assert recall_threshold(prob, np.ones(4), 0.5) == pytest.approx(0.8)
+    assert recall_threshold(np.full(2, np.nan, np.float32), np.ones(2), 0.96) == 0.5
+
+
+def test_the_learned_cut_off_keeps_the_target_share_of_pool_positives_only(monkeypatch):
+    pool, gold = synthetic_pool(4, 10)
+    labeled = label_pairs(feature_frame(pool, None), gold).with_columns(
+        (pl.int_range(pl.len()) % 2 == 0).alias("in_pool"))  # the others: out-of-pool training pairs
+    prob = np.where(labeled["in_pool"].to_numpy(), 0.9, 0.1).astype(np.float32)
+    monkeypatch.setattr(rerank, "oof_probabilities", lambda *args, **kwargs: prob)
+    model = rerank.train_reranker(labeled, RerankConfig(n_estimators=5, folds=2, target_recall=1.0))
+    assert model.threshold == pytest.approx(0.9)
 
 
 def test_a_bag_averages_members_trained_on_their_own_samples():
@@ -181,6 +200,18 @@ def test_decide_applies_cut_off_and_immunity_and_explains():
     assert "p=0.500" in kept["evidence"][0] and "admitted=rescue_anchor" in kept["evidence"][0]
     assert links.filter(~pl.col("decision"))["evidence"].is_null().all()  # rejected: signals stay in the pool
     assert not decide(scored, RerankConfig())["decision"].any()  # the anchor immunity is off by default
+
+
+def test_decide_keeps_a_pair_at_the_cut_off_and_the_similarity_immunity_needs_the_same_company():
+    pool, _ = synthetic_pool(1, 4)
+    scored = feature_frame(pool.filter(pl.col("fda_id") != "PX"), None).with_columns(
+        pl.Series("probability", [0.5, 0.4, 0.4, 0.4], pl.Float32), pl.lit(0.5, pl.Float32).alias("threshold"),
+        pl.Series("is_same_company", [0, 1, 0, 1], pl.Int8), pl.Series("sim", [0.1, 0.75, 0.75, 0.7]).cast(
+            pool.schema["sim"]))
+    decided = decide(scored, RerankConfig(immunity_same_company_min_cosine=0.75))
+    assert decided["verdict"].to_list() == ["probability", "immune:same_company_high_sim", "below_threshold",
+                                            "below_threshold"]
+    assert decided["decision"].to_list() == [True, True, False, False]
 
 
 def test_training_needs_positives_and_negatives():
