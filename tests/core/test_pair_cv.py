@@ -208,6 +208,12 @@ def test_metrics_match_sklearn_on_a_toy_case():
     assert m["within_device_roc_auc"] == round(float(np.mean(within)), 4)
 
 
+def test_a_pair_scored_at_its_folds_cut_off_is_predicted_positive():
+    labels, scores, fold = np.array([1, 0, 1, 0]), np.array([0.5, 0.2, 0.6, 0.4]), np.array([0, 0, 1, 1])
+    m = pair_cv.scorer_metrics(scores, labels, fold, np.array(list("abcd")), [0.5, 0.6])
+    assert m["recall"] == 1.0 and m["precision"] == 1.0 and m["f1"] == 1.0
+
+
 def test_nested_threshold_comes_from_the_other_folds_only():
     labels = np.array([1, 1, 0, 0, 1, 1, 0, 0])
     scores = np.array([0.9, 0.8, 0.3, 0.2, 0.35, 0.3, 0.1, 0.05])
