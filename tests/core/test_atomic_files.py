@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import tempfile
+
 import pytest
 
 from meddevkg_core.atomic_files import STAGE, replaced_directory, replaced_file, replaced_files, writable_directory
@@ -70,3 +72,12 @@ def test_an_out_directory_that_cannot_be_written_is_named_before_the_work(tmp_pa
         with pytest.raises(InputError, match=f"^{path}: cannot be written to"):
             writable_directory(path)
     assert writable_directory(tmp_path / "new" / "out").is_dir()
+
+
+def test_an_existing_directory_this_process_cannot_write_into_is_named(tmp_path, monkeypatch):
+    # chmod does not stop root, so the probe's failure is simulated: mkdir of an existing directory passes
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+    monkeypatch.setattr(tempfile, "TemporaryDirectory", refuse)
+    with pytest.raises(InputError, match=f"^{tmp_path}: cannot be written to \\(Permission denied\\)"):
+        writable_directory(tmp_path)
