@@ -2,9 +2,10 @@
 
 import dagster as dg
 import duckdb
+import polars as pl
 from dagster_duckdb import DuckDBResource
 
-from meddevkg_dagster.checks import CHECKS
+from meddevkg_dagster.checks import CHECKS, MIN_POOL_RECALL, recall_on_gold
 
 
 def _check(name: str) -> dg.AssetChecksDefinition:
@@ -47,3 +48,18 @@ def test_vectors_of_two_dimensions_or_null_fail_and_a_clean_table_passes(tmp_pat
 def test_a_table_never_written_has_nothing_to_fail(tmp_path):
     result = _run("reranked_links_keys_unique", tmp_path / "empty.duckdb")
     assert result.passed and result.metadata["rows_checked"].value == 0
+
+
+def test_zero_length_vectors_fail_the_check(tmp_path):
+    db = _warehouse(tmp_path, {"device_embeddings": "(values ('P1', []::float[]), ('P2', []::float[])) "
+                                                      "t(doc_id, embedding)"})
+    result = _run("device_embeddings_complete", db)
+    assert not result.passed and result.metadata["dimensions"].value == "[0]"
+
+
+def test_pool_recall_passes_from_the_minimum_and_without_gold():
+    def recall(pool_recall):
+        row = {"pool_recall": pool_recall, "link_recall": None, "link_share_of_pairs": 0.01}
+        return recall_on_gold(pl.DataFrame([row], schema_overrides={"pool_recall": pl.Float64}))
+    assert recall(MIN_POOL_RECALL).passed and not recall(MIN_POOL_RECALL - 0.01).passed
+    assert recall(None).passed  # a corpus without gold has nothing to fall short of
