@@ -224,8 +224,8 @@ def _reasons(df: pl.DataFrame, table: str, source: str) -> pl.Expr:
     checks: list[tuple[pl.Expr, str]] = []
     for col, dtype in _SCHEMAS[table].items():
         if col in df.columns and dtype == pl.Date:
-            bad = pl.col(col).is_not_null() & (pl.col(col).str.strip_chars() != "") & pl.col(
-                col).str.to_date("%Y-%m-%d", strict=False).is_null()
+            text = pl.col(col).str.strip_chars()  # as _cast reads it: " 2010-05-01 " is a date
+            bad = text.is_not_null() & (text != "") & text.str.to_date("%Y-%m-%d", strict=False).is_null()
             checks.append((bad, f"unparseable {col} (want YYYY-MM-DD)"))
     if table == "labeled_pairs":
         checks.append((~pl.col("label").str.strip_chars().is_in(["0", "1", "0.0", "1.0"]), "label is not 0 or 1"))

@@ -200,3 +200,12 @@ def test_a_gold_link_to_an_unknown_patent_is_quarantined_naming_the_patent(tmp_p
     assert corpus.gold_links.rows() == [("P1", "1")]
     assert corpus.rejected.select("record_key", "reason").rows() == [
         ("gold_links:P1|2", "pat_id not among valid patents")]
+
+
+def test_a_date_with_surrounding_spaces_is_read_as_its_date_on_either_side(tmp_path):
+    # the check parsed the value unstripped: a trailing space was quarantined, a leading one read
+    (tmp_path / "devices.csv").write_text("fda_id,text,decision_date\nP1,stent, 2010-05-01\nP2,valve,2010-05-01 \n")
+    (tmp_path / "patents.csv").write_text("pat_id,text\n9000001,A stent\n")
+    corpus = read_corpus(tmp_path)
+    assert corpus.rejected.height == 0
+    assert corpus.devices["decision_date"].cast(pl.String).to_list() == ["2010-05-01", "2010-05-01"]
