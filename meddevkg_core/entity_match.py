@@ -95,6 +95,12 @@ def doc_keys(mentions: pl.DataFrame, ontology: Ontology, cfg: CandidateConfig) -
         return _doc_keys(mentions, ontology, cfg)
 
 
+def tier_b_points(cfg: CandidateConfig) -> float:
+    """A Tier-B match's points: the uniform weighting's for every tier, else the configured ones. The
+    score and its evidence both read them here, so a pair is explained by the match that scored it."""
+    return UNIFORM_ENTITY_POINTS.get(cfg.entity_weighting, cfg.tier_b_points)
+
+
 def _doc_keys(mentions: pl.DataFrame, ontology: Ontology, cfg: CandidateConfig) -> DocKeys:
     # One row per distinct norm and concept, shared by every document that holds it; the document
     # -> keys grouping is done by polars, and Tier-S categories column-wise for plain norms without
@@ -329,8 +335,7 @@ class EntityMatcher:
         rows, cols, diff = _entries(families - degenerate)
         keep = diff > 0
         rows, cols = rows[keep], cols[keep]
-        b_points = UNIFORM_ENTITY_POINTS.get(self._cfg.entity_weighting, self._cfg.tier_b_points)
-        score[rows, cols] = np.maximum(score[rows, cols], np.float32(b_points))
+        score[rows, cols] = np.maximum(score[rows, cols], np.float32(tier_b_points(self._cfg)))
         matches[rows, cols] += 1
         return EntityScores(score, core, tier_s, np.minimum(matches, np.iinfo(np.int16).max).astype(np.int16))
 
@@ -442,7 +447,7 @@ class EntityMatcher:
                     parent[lo + fresh] = parent_index[q]
         # explain(): Tier B when a parent qualifies and beats the best S/A key (or there is none)
         points = np.array([k.points for k in keys] + [np.nan])[best]  # best == -1 -> nan
-        use_b = (parent >= 0) & ((best < 0) | (cfg.tier_b_points > np.nan_to_num(points, nan=-np.inf)))
+        use_b = (parent >= 0) & ((best < 0) | (tier_b_points(cfg) > np.nan_to_num(points, nan=-np.inf)))
         n_keys = len(keys)
         code = np.where(use_b, n_keys + parent, np.where(best >= 0, best, n_keys + len(parents)))
         tiers = pl.Series([k.tier for k in keys] + ["B"] * len(parents) + ["none"], dtype=pl.String)

@@ -143,7 +143,9 @@ class EntityMatcher:
         shared = sorted((k for k in d & p), key=lambda k: (-k.points, k.tier, k.key))
         best = (shared[0].points, shared[0].tier, shared[0].label) if shared else None
         parent = _shared_family(self._device_keys.family.get(fda_id, {}), self._patent_keys.family.get(pat_id, {}))
-        if parent and (best is None or self._cfg.tier_b_points > best[0]):
+        # as the score: Tier B has the uniform weighting's points (mended with entity_match.tier_b_points)
+        b_points = UNIFORM_ENTITY_POINTS.get(self._cfg.entity_weighting, self._cfg.tier_b_points)
+        if parent and (best is None or b_points > best[0]):
             return "B", f"TierB:via_{parent}"
         return (best[1], best[2]) if best else ("none", "")
 

@@ -115,6 +115,16 @@ def test_a_tier_b_relation_never_lowers_a_better_match_of_the_same_pair():
     assert matcher.explain("D", "p1") == ("A", "TierA:C_DES(DEVICE_TYPE,w=1.0)")
 
 
+def test_under_a_uniform_weighting_a_pair_is_explained_by_the_match_that_scored_it():
+    # uniform_low gives every tier 6 points; the evidence compared the configured Tier-B points (20)
+    # with the Tier-A match's 6 and named the Tier-B relation, though the tie goes to Tier A
+    cfg = CandidateConfig(entity_weighting="uniform_low")
+    matcher = _matcher([mention("D", "DES", "C_DES")],
+                       [mention("p1", "drug-eluting stent", "C_DES"), mention("p1", "bare-metal stent", "C_BMS")], cfg)
+    assert matcher.score_block(["D"]).score[0, 0] == 6
+    assert matcher.explain("D", "p1")[0] == "A"
+
+
 def test_an_empty_norm_is_no_tier_s_match():
     cfg = CandidateConfig()
     matcher = _matcher([{**mention("D", "x", None), "norm": ""}], [{**mention("p1", "y", None), "norm": ""}], cfg)
