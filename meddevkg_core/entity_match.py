@@ -9,7 +9,6 @@ handful of sparse products instead of a Python loop over pairs.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -144,8 +143,11 @@ def _doc_keys(mentions: pl.DataFrame, ontology: Ontology, cfg: CandidateConfig) 
 
 
 def _s_keys(norms: pl.Series, ontology: Ontology, cfg: CandidateConfig, uniform: float | None) -> pl.DataFrame:
-    """One Tier-S key row per distinct norm: `_TierSCategory` column-wise where its shortcut applies
-    (a plain norm without any anchor word), the ontology itself for the rest."""
+    """One Tier-S key row per distinct norm, as `ontology.tier_s_category` gives it, column-wise for
+    the usual case: a norm of lower-case ASCII words separated by single spaces is its own
+    `normalize_term`, and when none of its words occurs in any anchor phrase no anchor can match, so
+    the answer is the no-anchor rule (OTHER_LONG / OTHER). That holds for most free-text norms; at
+    698K patents (millions of distinct norms) it saves minutes. The ontology decides the rest."""
     anchor_words = sorted({w for t in ontology.anchor_terms() for w in t.split()})
     frame = pl.DataFrame({"key": norms}, schema={"key": pl.String})
     frame = frame.with_columns(pl.col("key").str.contains(r"^[a-z0-9]+(?: [a-z0-9]+)*$").alias("_short"))
@@ -172,31 +174,6 @@ def _s_keys(norms: pl.Series, ontology: Ontology, cfg: CandidateConfig, uniform:
         out = out.with_columns(out[name].scatter(rest, pl.Series([d[i] for d in decided], dtype=out.schema[name]))
                                for i, name in enumerate(("points", "core", "category", "weight")))
     return out.cast(_KEY_SCHEMA)
-
-
-_PLAIN = re.compile(r"[a-z0-9]+(?: [a-z0-9]+)*")
-
-
-class _TierSCategory:
-    """`ontology.tier_s_category`, with a shortcut for the usual case, same answers.
-
-    A norm of lower-case ASCII words separated by single spaces is its own `normalize_term`, and
-    when none of its words occurs in any anchor phrase no anchor can match, so the answer is the
-    no-anchor rule (OTHER_LONG / OTHER). That holds for most free-text norms; at 698K patents
-    (millions of distinct norms) it saves minutes. Anything else goes to the ontology.
-    """
-
-    def __init__(self, ontology: Ontology):
-        self._ontology = ontology
-        self._anchor_words = frozenset(w for t in ontology.anchor_terms() for w in t.split())
-
-    def __call__(self, norm: str) -> tuple[str, float]:
-        if _PLAIN.fullmatch(norm):
-            words = norm.split(" ")
-            if self._anchor_words.isdisjoint(words):
-                category = "OTHER_LONG" if len(words) > 1 or len(words[0]) >= _LONG_SINGLE_WORD else "OTHER"
-                return category, CATEGORY_WEIGHTS[category]
-        return self._ontology.tier_s_category(norm)
 
 
 @dataclass(frozen=True)

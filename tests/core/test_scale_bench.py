@@ -13,7 +13,7 @@ from meddevkg_core import candidates, scale_bench, schemas
 from meddevkg_core.baselines import TfidfScorer
 from meddevkg_core.candidates import Stage2Inputs, generate_candidates, max_devices_per_block
 from meddevkg_core.config import CandidateConfig, PipelineConfig, RerankConfig
-from meddevkg_core.entity_match import EntityMatcher, _TierSCategory, doc_keys
+from meddevkg_core.entity_match import EntityMatcher, _s_keys, doc_keys
 from meddevkg_core.ontology import load_meddevonto
 from meddevkg_core.rerank import apply_fold_models, decide, feature_frame, fit_fold_models, links_frame
 from tests.core import _stage2_before as before
@@ -173,12 +173,13 @@ def test_explain_block_equals_explain_for_every_pair() -> None:
 
 
 def test_tier_s_shortcut_gives_the_ontology_answer(corpus: scale_bench.SyntheticCorpus) -> None:
-    fast = _TierSCategory(ONTO)
     norms = pl.concat([corpus.patent_mentions["norm"], corpus.device_mentions["norm"]]).unique().to_list()
     norms += ["guidewire", "scaffold", "a", "delivery catheter", "Stent-Graft", "crohn's", "stent  graft", "x_y",
               "électrode", "valve repair", "zzzz qqqq"]
-    for norm in norms:
-        assert fast(norm) == ONTO.tier_s_category(norm), norm
+    keys = _s_keys(pl.Series(norms), ONTO, CandidateConfig(), None)
+    assert keys["key"].to_list() == norms
+    for norm, category, weight in keys.select("key", "category", "weight").iter_rows():
+        assert (category, weight) == ONTO.tier_s_category(norm), norm
 
 
 def test_moments_match_float64(corpus: scale_bench.SyntheticCorpus) -> None:
