@@ -231,7 +231,8 @@ def cross_company_gold(
             "cross_by_path": [
                 {"applicant": a, "assignee": s, "match_kind": k, "company_path": p, "n": n}
                 for a, s, k, p, n in found_cross.group_by("applicant", "assignee", "match_kind", "company_path")
-                .len().sort("len", "applicant", descending=[True, False]).iter_rows()
+                .len().sort("len", "applicant", "assignee", "match_kind", "company_path",
+                            descending=[True, False, False, False, False], nulls_last=True).iter_rows()
             ],
             "cross_by_kind": dict(sorted(found_cross.group_by("match_kind").len().iter_rows())),
         }

@@ -166,6 +166,22 @@ def test_a_former_owners_patent_outside_its_years_is_no_match() -> None:
     assert out["stage2"]["cross_recovered"] == 4 and "former_owner" not in out["stage2"]["cross_by_kind"]
 
 
+def test_cross_by_path_lists_equal_counts_in_one_order() -> None:
+    """Paths with the same count and applicant come in a fixed order: analysts diff the report."""
+    bought = [f"TARGET {i:02d}" for i in range(30)]
+    r = CompanyResolver.from_frames(
+        pl.DataFrame(schema=["alias", "canonical"]),
+        pl.DataFrame([("ALPHA", name, date(2010, 1, 1)) for name in bought],
+                     schema=["acquirer", "acquired", "close_date"], orient="row"))
+    devices = pl.DataFrame({"fda_id": ["P000001"], "applicant": ["ALPHA"]})
+    patents = pl.DataFrame({"pat_id": [str(i) for i in range(30)], "assignee": bought})
+    gold = pl.DataFrame({"fda_id": ["P000001"] * 30, "pat_id": [str(i) for i in range(30)]})
+    empty = fda_sponsors(_fda()).clear()
+    for _ in range(3):  # polars' group_by returns its groups in a new order on each call
+        rows = cross_company_gold(devices, patents, gold, empty, r)["stage2"]["cross_by_path"]
+        assert [row["assignee"] for row in rows] == bought
+
+
 def test_unknown_names_never_match_anything_but_themselves() -> None:
     r = CompanyResolver.from_frames(pl.DataFrame(schema=["alias", "canonical"]), pl.DataFrame(
         schema={"acquirer": pl.String, "acquired": pl.String, "close_date": pl.Date}))
