@@ -87,8 +87,9 @@ def rank_metrics(ranks: pl.DataFrame, ks: tuple[int, ...] = (10, 50, 100, 500)) 
     ranks = ranks.with_columns(pl.col("rank").cast(pl.Float64).fill_null(np.inf))
     r = ranks["rank"].to_numpy()
     out = {f"R@{k}": float(np.mean(r <= k)) for k in ks}
+    # sorted: a float mean depends on the order of its terms, and group_by's order changes per call
     per_device = ranks.group_by("fda_id").agg(*((pl.col("rank") <= k).mean().alias(f"macro_R@{k}") for k in ks),
-                                              pl.col("rank").min().alias("first"))
+                                              pl.col("rank").min().alias("first")).sort("fda_id")
     out.update({f"macro_R@{k}": float(per_device[f"macro_R@{k}"].mean()) for k in ks})
     out["MRR"] = float((1.0 / per_device["first"]).mean())
     out["median_rank"] = float(np.median(r))

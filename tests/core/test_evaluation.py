@@ -1,7 +1,7 @@
 import polars as pl
 import pytest
 
-from meddevkg_core.evaluation import evaluate_links, evaluation_frame, gold_ranks, ranking_metrics
+from meddevkg_core.evaluation import evaluate_links, evaluation_frame, gold_ranks, rank_metrics, ranking_metrics
 
 
 def test_ranks_break_ties_by_patent_id_and_never_flatter():
@@ -30,6 +30,15 @@ def test_macro_recall_weighs_every_gold_device_the_same():
     assert m["R@1"] == pytest.approx(1 / 4) and m["macro_R@1"] == pytest.approx((1 + 0) / 2)
     assert m["R@2"] == pytest.approx(2 / 4) and m["macro_R@2"] == pytest.approx((1 + 1 / 3) / 2)
     assert m["median_rank"] == 2.5
+
+
+def test_macro_figures_are_the_same_float_on_every_call():
+    """A float mean depends on the order of its terms: the per-device figures are averaged in one order."""
+    rows = [(f"P{d:06d}", str(j), 1 + d % 13 + j * (d % 5 + 3)) for d in range(200) for j in range(1 + d % 11)]
+    ranks = pl.DataFrame(rows, schema=["fda_id", "pat_id", "rank"], orient="row")
+    runs = [rank_metrics(ranks) for _ in range(20)]
+    assert {(m["macro_R@10"], m["macro_R@50"], m["MRR"]) for m in runs} == {
+        (runs[0]["macro_R@10"], runs[0]["macro_R@50"], runs[0]["MRR"])}
 
 
 def test_link_evaluation_counts_recall_share_and_noise_reduction():
