@@ -602,7 +602,8 @@ def _ma_discovery(args: argparse.Namespace) -> int:
         print(f"note: {later} of these links come through a deal that closed after that approval")
     _show(f"patents linked to {args.device} through an acquisition", out.drop("deal_dates", "fda_id"), args.limit)
     if out.height:
-        by = out.group_by("company_path", "latest_close_date").len("n_patents").sort("n_patents", descending=True)
+        by = (out.group_by("company_path", "latest_close_date").len("n_patents")
+              .sort("n_patents", "company_path", descending=[True, False]))  # group_by's order changes per call
         _show("by acquisition path", by, args.limit)
     return 0
 

@@ -257,6 +257,28 @@ def test_ma_discovery_dates_the_device_against_the_deals(tmp_path, capsys):
     assert "FDA approval of P2: unknown" in out and "closed after" not in out
 
 
+def test_ma_discovery_lists_paths_with_the_same_count_in_one_order(tmp_path, capsys):
+    import polars as pl
+
+    corpus, run = tmp_path / "corpus", tmp_path / "run"
+    corpus.mkdir()
+    run.mkdir()
+    (corpus / "devices.csv").write_text("fda_id,applicant,text\nP1,ACME,stent\n")
+    pats = [str(8157760 + i) for i in range(25)]
+    (corpus / "patents.csv").write_text("pat_id,text\n" + "".join(f"{p},stent\n" for p in pats))
+    pl.DataFrame({"fda_id": ["P1"] * 25, "pat_id": pats, "probability": [0.9] * 25,
+                  "decision": [True] * 25}).write_parquet(run / "links.parquet")
+    paths = [f"ACME <- WIDGETCO {i:02d} (2010-01-04)" for i in range(25)]
+    pl.DataFrame({"fda_id": ["P1"] * 25, "pat_id": pats, "company_path": paths}).write_parquet(
+        run / "candidates.parquet")
+    for _ in range(3):  # polars' group_by returns its groups in a new order on each call
+        assert main(["ma-discovery", "--device", "P1", "--links", str(run), "--corpus", str(corpus),
+                     "--limit", "50"]) == 0
+        by_path = capsys.readouterr().out.split("by acquisition path")[1]
+        assert [p for p in paths if p in by_path] == paths
+        assert sorted(paths, key=by_path.index) == paths
+
+
 def test_output_cut_short_by_a_closed_pipe_stops_quietly_with_sigpipes_code(tmp_path):
     import polars as pl
 
