@@ -128,7 +128,8 @@ VIEWS: dict[str, str] = {
         from {s}.reranked_links l
         left join {s}.pma_documents d using (fda_id)
         left join {s}.patents p using (pat_id)
-        where l.decision""",
+        where l.decision
+        order by l.fda_id, l.rank, l.pat_id""",
     "app_shared_patents": """
         with kept as (select fda_id, pat_id, probability from {s}.reranked_links where decision)
         select fda_id, other_fda_id, n_shared, shared_pat_ids, other_mean_probability,
@@ -136,7 +137,8 @@ VIEWS: dict[str, str] = {
         from (select a.fda_id, b.fda_id as other_fda_id, count(*) as n_shared,
                      list(a.pat_id order by a.pat_id) as shared_pat_ids, avg(b.probability) as other_mean_probability
               from kept a join kept b on a.pat_id = b.pat_id and a.fda_id <> b.fda_id
-              group by a.fda_id, b.fda_id)""",
+              group by a.fda_id, b.fda_id)
+        order by fda_id, rank, other_fda_id""",
     "app_acquired_patents": """
         with paths as (
             select l.fda_id, l.pat_id, l.rank, l.probability, c.company_path, l.evidence,
@@ -163,7 +165,8 @@ VIEWS: dict[str, str] = {
         select fda_id, pat_id, rank, probability, relation, device_company, patent_company,
                list_max(deal_dates) as latest_close_date, company_path, deal_dates, evidence
         from parsed
-        where len(deal_dates) > 0 and device_company <> patent_company""",
+        where len(deal_dates) > 0 and device_company <> patent_company
+        order by fda_id, rank, pat_id""",
     "app_trajectory": """
         with kept as (select fda_id, pat_id from {s}.reranked_links where decision),
         linked as (
@@ -181,14 +184,17 @@ VIEWS: dict[str, str] = {
             where l.dated_year is not null or n.year is not null)
         select fda_id, year, sum(filed)::integer as n_filed, sum(granted)::integer as n_granted,
                sum(from_number)::integer as n_granted_from_number
-        from years group by fda_id, year""",
+        from years group by fda_id, year
+        order by fda_id, year""",
 }
 """The applications as views over the asset tables (acquisition paths come from the candidates'
 company_path, which is how the company match was made, dates included; app_acquired_patents reads
 them with parse_company_path's regexes, alliances included, so it lists what `ma-discovery` does).
 Where a patent has no grant date, app_trajectory takes its grant year from its number, as the
 `trajectory` command does (`applications.grant_years`; the benchmark's patents have no dates), and
-counts those years in n_granted_from_number."""
+counts those years in n_granted_from_number. Each view is ordered (by device, then rank, year or the
+other device): its joins and aggregates return rows in another order on each query, and analysts diff
+what `select *` gives."""
 
 
 def _view_sql(sql: str, schema: str) -> str:

@@ -234,3 +234,26 @@ def test_acquired_patents_view_reads_every_company_path_as_ma_discovery_does(tmp
     assert command.filter(pl.col("relation") == "partner").select("patent_company", "latest_close_date").rows() == [
         ("STEREOTAXIS", date(2002, 5, 7)), ("C", date(2005, 1, 1))]
     assert view.rows() == command.rows()
+
+
+def test_every_view_gives_its_rows_in_one_order(tmp_path):
+    """`select *` on a view is what analysts export and diff: the same rows in the same order each time."""
+    pat_ids = [str(5000000 + 97_531 * i) for i in range(60)]  # grant years 1996-2011 from the numbers
+    patents = pl.DataFrame({"pat_id": pat_ids, "title": pat_ids, "assignee": ["EV3"] * 60,
+                            "grant_date": [None] * 60, "filing_date": [None] * 60},
+                           schema_overrides={"grant_date": pl.Date, "filing_date": pl.Date})
+    pairs = sorted({(f"P1{d:05d}", pat_ids[(d * 7 + 13 * j) % 60]) for d in range(40) for j in range(8)})
+    links = pl.DataFrame({"fda_id": [d for d, _ in pairs], "pat_id": [p for _, p in pairs],
+                          "probability": [(i % 17) / 17 for i in range(len(pairs))], "decision": [True] * len(pairs),
+                          "evidence": ["e"] * len(pairs)})
+    paths = pl.DataFrame({"fda_id": [d for d, _ in pairs], "pat_id": [p for _, p in pairs],
+                          "company_path": [f"MEDTRONIC <- CO{p} (2015-01-26)" for _, p in pairs]})
+    order = {"app_device_patents": "fda_id, rank, pat_id", "app_shared_patents": "fda_id, rank, other_fda_id",
+             "app_acquired_patents": "fda_id, rank, pat_id", "app_trajectory": "fda_id, year"}
+    with duckdb.connect(str(tmp_path / "w.duckdb")) as con:
+        _views_over(con, links, patents, paths)
+        for view, keys in order.items():
+            expected = con.sql(f"select * from meddevkg.{view} order by {keys}").fetchall()
+            assert len(expected) > 40
+            for _ in range(5):  # joins and aggregates return their rows in another order on each query
+                assert con.sql(f"select * from meddevkg.{view}").fetchall() == expected, view
