@@ -1,15 +1,14 @@
 """Run-failure alerts: the message a failed run makes, and its POST to a chat webhook.
 
 A Slack or Teams incoming-webhook URL carries its token in the path, so the whole URL is the
-secret: it is JsonClient's secret (scrubbed from every error message) and is redacted from httpx's
-request log line while it is posted; no message or log line here names any of it.
+secret: it is JsonClient's secret, scrubbed from every error message and from httpx's request log
+line while it is posted; no message or log line here names any of it.
 
 The message is pure; the run-failure sensor (meddevkg_dagster/sensors.py) gathers the facts.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable
 from typing import Any
 
@@ -61,20 +60,6 @@ class RunFailureAlert(BaseModel, frozen=True):
         return {"text": text, **self.model_dump(mode="json")}
 
 
-class _RedactUrl(logging.Filter):
-    """httpx logs every request URL at INFO; this one is a secret."""
-
-    def __init__(self, url: str) -> None:
-        super().__init__()
-        self.url = url
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if self.url in message:
-            record.msg, record.args = message.replace(self.url, "***"), None
-        return True
-
-
 def post_alert(alert: RunFailureAlert, webhook_url: SecretStr) -> None:
     """POST the alert's payload; raises SourceError, whose message never holds the URL, when it fails."""
     try:
@@ -84,10 +69,5 @@ def post_alert(alert: RunFailureAlert, webhook_url: SecretStr) -> None:
     if url.scheme not in ("http", "https") or not url.host:
         raise SourceError(f"{WEBHOOK_ENV} is not an http(s) URL")
     secret = str(url)  # as httpx writes it in a response's URL and its log line, so scrubbing finds it
-    redact = _RedactUrl(secret)
-    logging.getLogger("httpx").addFilter(redact)
-    try:
-        with JsonClient("alert webhook", WEBHOOK_POLICY, secret=SecretStr(secret), secret_env=WEBHOOK_ENV) as client:
-            client.post_json(secret, alert.payload(), json_reply=False)
-    finally:
-        logging.getLogger("httpx").removeFilter(redact)
+    with JsonClient("alert webhook", WEBHOOK_POLICY, secret=SecretStr(secret), secret_env=WEBHOOK_ENV) as client:
+        client.post_json(secret, alert.payload(), json_reply=False)

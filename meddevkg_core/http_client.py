@@ -136,6 +136,20 @@ class ClientStats:
     waited_seconds: float = 0.0  # backoff sleeps (rate-limit waits are not counted)
 
 
+class _ScrubbedLog(logging.Filter):
+    """A log line with a client's secret in it, written with the secret scrubbed (JsonClient._scrub)."""
+
+    def __init__(self, scrub: Callable[[str], str]) -> None:
+        super().__init__()
+        self.scrub = scrub
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if (scrubbed := self.scrub(message)) != message:
+            record.msg, record.args = scrubbed, None
+        return True
+
+
 class JsonClient:
     """GET/POST JSON with retries. `not_found_ok` turns a 404 into None (openFDA: no match)."""
 
@@ -153,6 +167,10 @@ class JsonClient:
         self.limiter = limiter or RateLimiter(policy.requests_per_minute, clock=clock, sleep=sleep)
         self.stats = ClientStats()
         self._http = httpx.Client(timeout=policy.timeout, headers=dict(headers or {}), transport=transport)
+        # httpx logs each request's URL at INFO: a secret in it (a webhook's token) is scrubbed while open
+        self._log_filter = _ScrubbedLog(self._scrub) if self._secret else None
+        if self._log_filter:
+            logging.getLogger("httpx").addFilter(self._log_filter)
 
     def __enter__(self) -> JsonClient:
         return self
@@ -162,6 +180,8 @@ class JsonClient:
 
     def close(self) -> None:
         self._http.close()
+        if self._log_filter:
+            logging.getLogger("httpx").removeFilter(self._log_filter)
 
     def __repr__(self) -> str:
         return f"JsonClient(name={self.name!r})"

@@ -7,8 +7,8 @@ followed until it is absent. The two are never mixed: a request with a non-zero 
 without a cursor. A 404 NOT_FOUND is openFDA's "no matches", not an error.
 
 Retries, the rate limit (240 requests/min with or without a key), 401/403 naming
-MEDDEVKG_OPENFDA_API_KEY and key scrubbing are JsonClient's; the key travels as the `api_key` query
-parameter, so httpx's own request log line is redacted as well. Two things JsonClient does not
+MEDDEVKG_OPENFDA_API_KEY and key scrubbing are JsonClient's (the key travels as the `api_key` query
+parameter, and JsonClient scrubs it from httpx's own request log line too). Two things JsonClient does not
 expose are done by a transport under it (`_PageTap`): it keeps the Link header, and it turns bytes
 that are not UTF-8 into surrogate escapes, so one Latin-1 byte (FDA's source file is Latin-1)
 quarantines one record in `pma_records_to_devices` instead of failing the page as undecodable JSON.
@@ -47,7 +47,6 @@ MAX_SKIP = 25_000
 _NEXT_LINK = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?', re.IGNORECASE)
 _COMMITTEE = re.compile(r"^[A-Z]{2}$")
 _PMA_NUMBER = re.compile(r"^[A-Z]{1,2}\d{4,7}$")
-_KEY_IN_URL = re.compile(r"(api_key=)[^&\s\"'>]+")
 
 
 class OpenFDAConfig(RetryPolicy, frozen=True):
@@ -111,22 +110,6 @@ class _PageTap(httpx.BaseTransport):
         self.inner.close()
 
 
-class _RedactApiKey(logging.Filter):
-    """httpx logs every request URL at INFO, and openFDA's key travels in the URL: redact it there."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if "api_key=" in message:
-            record.msg, record.args = _KEY_IN_URL.sub(r"\1***", message), None
-        return True
-
-
-def _redact_httpx_logs() -> None:
-    logger = logging.getLogger("httpx")
-    if not any(isinstance(f, _RedactApiKey) for f in logger.filters):
-        logger.addFilter(_RedactApiKey())
-
-
 def _default_transport(base_url: str) -> httpx.BaseTransport:
     """Giving JsonClient a transport turns off httpx's own HTTPS_PROXY lookup, so honour it here."""
     url = httpx.URL(base_url)
@@ -137,7 +120,7 @@ def _default_transport(base_url: str) -> httpx.BaseTransport:
 
 
 class OpenFDAEndpoint:
-    """One openFDA endpoint over JsonClient: configuration, key redaction, proxy, lifecycle.
+    """One openFDA endpoint over JsonClient: configuration, proxy, lifecycle.
 
     Subclasses name the endpoint and may wrap the transport (the PMA search keeps Link headers).
     """
@@ -148,7 +131,6 @@ class OpenFDAEndpoint:
     def __init__(self, config: OpenFDAConfig | None = None, *, transport: httpx.BaseTransport | None = None,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self.config = config if config is not None else self._config_from_env()
-        _redact_httpx_logs()
         inner = transport if transport is not None else _default_transport(self.config.base_url)
         self._client = JsonClient(f"openFDA {self.endpoint}", self.config.retry_policy(), secret=self.config.api_key,
                                   secret_env=API_KEY_ENV, transport=self._wrap(inner), sleep=sleep)
