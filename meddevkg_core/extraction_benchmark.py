@@ -207,10 +207,9 @@ def read_llm_entities(path: str | Path) -> pl.DataFrame:
     missing = [c for c in LLM_COLUMNS if c not in df.columns]
     if missing:
         raise ValueError(f"{path}: missing column(s) {', '.join(missing)} (columns: {', '.join(df.columns)})")
-    bad = df.with_row_index().filter(pl.col("__parse_error__").is_not_null()) if "__parse_error__" in df.columns \
-        else df.clear()
-    if bad.height:
-        # a row cut to the header's width or read with U+FFFD would lose names unseen: refuse the file
+    # a row cut to the header's width or read with U+FFFD would lose names unseen: refuse the file
+    bad = df.with_row_index().filter(pl.col("__parse_error__").is_not_null()) if "__parse_error__" in df else None
+    if bad is not None and bad.height:
         rows = "; ".join(f"row {i + 1}: {e}" for i, e in bad.select("index", "__parse_error__").head(5).iter_rows())
         raise CorpusError(f"{path}: {bad.height} record(s) cannot be read as written ({rows})")
     return df.select(key_text("fda_id"), key_text("pat_id"), "ent_names_d", "ent_names_p")
