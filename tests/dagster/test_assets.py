@@ -98,6 +98,31 @@ def test_an_evaluation_that_fails_midway_leaves_both_previous_plots(harness, tmp
         "recall_volume.png": b"previous recall_volume.png", "rank_distribution.png": b"previous rank_distribution.png"}
 
 
+def test_a_source_step_failing_at_its_last_output_runs_no_reader_of_the_first(harness, monkeypatch):
+    """pma_documents is stored before pma_supplements fails: the step fails, so no step that reads
+    the new devices runs beside the old supplements (two single-output steps would let them)."""
+    from meddevkg_dagster.io_manager import PartitionRangePolarsTypeHandler
+
+    store = PartitionRangePolarsTypeHandler.handle_output
+
+    def fails_for_supplements(self, context, table_slice, obj, connection):
+        if context.asset_key.to_user_string() == "pma_supplements":
+            raise OSError("disk full")
+        return store(self, context, table_slice, obj, connection)
+
+    monkeypatch.setattr(PartitionRangePolarsTypeHandler, "handle_output", fails_for_supplements)
+    keys = _all_devices(harness)
+    result = harness.materialize(partition_range=(keys[0], keys[-1]))
+    assert not result.success
+    device_run = {e.event_specific_data.materialization.asset_key.to_user_string()
+                  for e in result.results[-1].get_asset_materialization_events()}
+    readers = {k.to_user_string() for k in dg.AssetSelection.assets("pma_documents").downstream(
+        include_self=False).resolve(ASSETS)}
+    assert {"device_entities", "device_embeddings", "candidate_pool", "reranked_links"} <= readers
+    assert device_run & readers == set()
+    assert {"pma_documents", "pma_quarantine"} <= device_run  # stored before the failure
+
+
 def test_device_steps_read_only_the_patent_data_they_use(harness):
     """Without a cross-encoder no patent text is read; with the text adapters on, the reranker reads
     the vectors of each device's top pairs from the store (rank_pool's test: the same ranks as with
