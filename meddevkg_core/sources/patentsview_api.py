@@ -100,14 +100,16 @@ def _page_records(body: Any, entity: str) -> list[Any]:
 
 
 def iter_pages(client: JsonClient, config: PatentSearchConfig, query: Mapping[str, Any],
-               fields: Sequence[str] = PATENT_FIELDS, endpoint: str = "patent") -> Iterator[list[Any]]:
-    """Every page of a query, in patent_id order, following the `after` cursor."""
+               fields: Sequence[str] = PATENT_FIELDS, endpoint: str = "patent",
+               options: Mapping[str, Any] | None = None) -> Iterator[list[Any]]:
+    """Every page of a query, in patent_id order, following the `after` cursor; `options` go into
+    every request's `o` beside the paging ones."""
     url = f"{config.base_url.rstrip('/')}/{endpoint}/"
     entity = endpoint.rsplit("/", 1)[-1] + "s"
     after: str | None = None
     while True:
-        options: dict[str, Any] = {"size": config.page_size} | ({"after": after} if after is not None else {})
-        request = {"q": query, "f": list(fields), "s": [{"patent_id": "asc"}], "o": options}
+        paging = {"size": config.page_size} | ({"after": after} if after is not None else {})
+        request = {"q": query, "f": list(fields), "s": [{"patent_id": "asc"}], "o": {**(options or {}), **paging}}
         if config.method == "POST":
             body = client.post_json(url, request)
         else:
@@ -227,7 +229,10 @@ def fetch_patents_granted(client: JsonClient, config: PatentSearchConfig, start:
         raise ValueError(f"start {start} is after end {end}")
     patent_filter = patent_filter if patent_filter is not None else PatentFilter.paper()
     before = client.stats.requests
-    table = patents_from_records(iter_pages(client, config, granted_between_query(start, end, patent_filter)),
-                                 patent_filter)
+    # The API leaves out withdrawn patents unless told otherwise, and the records do not say which are:
+    # the filter's choice goes into the request, or exclude_withdrawn=False would change nothing.
+    pages = iter_pages(client, config, granted_between_query(start, end, patent_filter),
+                       options={"exclude_withdrawn": patent_filter.exclude_withdrawn})
+    table = patents_from_records(pages, patent_filter)
     table.stats.requests = client.stats.requests - before
     return table

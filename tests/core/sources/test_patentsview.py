@@ -368,22 +368,27 @@ RECORDS = [
 ]
 
 
-def _serve(fake_source, records: list[dict]) -> None:
+def _serve(fake_source, records: list[dict]) -> list[dict]:
     """PatentSearch's /patent/ endpoint: q/f/s/o from a POST body or GET params, cursor paging on
-    patent_id via o.after, the key checked on every request."""
+    patent_id via o.after, the key checked on every request. Returns the requests as it reads them."""
     ordered = sorted(records, key=lambda r: str(r["patent_id"]))
+    seen: list[dict] = []
 
     def handler(path, query, headers, body):
         if headers.get("x-api-key") != KEY:
             return 403, {"detail": f"Invalid API key {headers.get('x-api-key')}"}
         request = json.loads(body) if body else {k: json.loads(v[0]) for k, v in query.items()}
+        seen.append(request)
         assert request["s"] == [{"patent_id": "asc"}] and "patent_id" in request["f"]
         options = request["o"]
         rows = [r for r in ordered if "after" not in options or str(r["patent_id"]) > options["after"]]
+        if options.get("exclude_withdrawn", True):  # the API's default
+            rows = [r for r in rows if not r.get("withdrawn")]
         page = rows[: options["size"]]
         return 200, {"error": False, "count": len(page), "total_hits": len(ordered), "patents": page}
 
     fake_source.route("/api/v1/patent/", handler)
+    return seen
 
 
 def _config(fake_source, **values) -> PatentSearchConfig:
@@ -412,6 +417,17 @@ def test_api_pages_filters_and_converts_to_the_patents_schema(fake_source):
     assert stats.requests == 5  # 9 records, 2 a page: the fifth page is short
     methods = {m for m, *_ in fake_source.requests}
     assert methods == {"POST"}
+
+
+def test_the_filter_decides_whether_withdrawn_patents_are_fetched(fake_source):
+    withdrawn = {**_record("11000009", "Withdrawn stent"), "withdrawn": True}
+    seen = _serve(fake_source, [*RECORDS, withdrawn])
+    config, keep_withdrawn = _config(fake_source), PatentFilter.paper().model_copy(update={"exclude_withdrawn": False})
+    with open_client(config) as client:
+        kept = fetch_patents_granted(client, config, date(2024, 1, 1), date(2024, 1, 7), patent_filter=keep_withdrawn)
+    assert "11000009" in kept.patents["pat_id"].to_list()
+    assert "11000009" not in _fetch(fake_source, config).patents["pat_id"].to_list()
+    assert seen[-1]["o"]["exclude_withdrawn"] is True  # said, not left to the API's default
 
 
 def test_every_faulty_run_ends_with_the_clean_table(fake_source):
