@@ -56,7 +56,7 @@ class RunComparison(BaseModel, frozen=True):
 
 
 class RankingsError(ValueError):
-    """A ranking cannot be compared: it lacks a column or a gold device."""
+    """A ranking cannot be compared: it lacks a column or a gold device, or there is no gold at all."""
 
 
 def device_metrics(rankings: pl.DataFrame, gold: pl.DataFrame) -> pl.DataFrame:
@@ -85,6 +85,8 @@ def paired_devices(runs_a: Sequence[pl.DataFrame], runs_b: Sequence[pl.DataFrame
     """Per gold device, each metric averaged over side a's runs (`<metric>_a`) and side b's (`_b`)."""
     if not runs_a or not runs_b:
         raise RankingsError("each side needs at least one run")
+    if gold.is_empty():
+        raise RankingsError("no gold links: a comparison needs gold devices to pair the runs over")
 
     def side(runs: Sequence[pl.DataFrame], suffix: str) -> pl.DataFrame:
         per_run = pl.concat([device_metrics(r, gold) for r in runs])

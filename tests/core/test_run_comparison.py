@@ -68,3 +68,9 @@ def test_each_side_is_averaged_over_its_runs_before_devices_are_paired():
     assert all(m.gain == m.lose == 0 and m.p_value == 1.0 for m in unchanged.metrics)
     with pytest.raises(RankingsError, match="at least one run"):
         compare_runs([], [at_1], gold)
+
+
+def test_a_comparison_without_gold_devices_is_refused_by_name():
+    at_1 = _ranked_at(_gold_devices(2), {})
+    with pytest.raises(RankingsError, match="no gold links"):
+        compare_runs([at_1], [at_1], GOLD.clear())
