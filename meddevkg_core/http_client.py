@@ -115,9 +115,13 @@ def parse_retry_after(value: str | None, now: Callable[[], float] = time.time) -
 
 
 class _Backoff(Protocol):
-    backoff_base: float
-    backoff_max: float
-    max_retry_after: float
+    # Read-only, so a frozen RetryPolicy fits.
+    @property
+    def backoff_base(self) -> float: ...
+    @property
+    def backoff_max(self) -> float: ...
+    @property
+    def max_retry_after(self) -> float: ...
 
 
 def backoff_delay(policy: _Backoff, attempt: int, rng: random.Random, retry_after: float | None = None) -> float:
