@@ -78,9 +78,10 @@ def corpus_of(out_dir: Path) -> Path | None:
     if written:
         report = max(written, key=lambda r: r.stat().st_mtime_ns)
         path = (json.loads(report.read_text()).get("corpus") or {}).get("path")
-        for base in (Path.cwd(), out_dir, out_dir.parent) if path else ():
-            if (base / path).is_dir() and any((base / path).glob("devices.*")):
-                return (base / path).resolve()
+        if path:
+            for base in (Path.cwd(), out_dir, out_dir.parent):
+                if (base / path).is_dir() and any((base / path).glob("devices.*")):
+                    return (base / path).resolve()
     env = os.environ.get("MEDDEVKG_CORPUS")
     return Path(env) if env else None
 
