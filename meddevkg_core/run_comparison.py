@@ -77,7 +77,7 @@ def device_metrics(rankings: pl.DataFrame, gold: pl.DataFrame) -> pl.DataFrame:
                  (pl.col("rank") <= 100).sum().cast(pl.Float64).alias("hits_100"))
             .with_columns((pl.col("hits_10") / pl.col("gold")).alias("recall_10"),
                           (pl.col("hits_100") / pl.col("gold")).alias("recall_100"))
-            .select(DEVICE_METRICS.names()).cast(dict(DEVICE_METRICS)).sort("fda_id"))
+            .select(DEVICE_METRICS.names()).cast(DEVICE_METRICS).sort("fda_id"))
 
 
 def paired_devices(runs_a: Sequence[pl.DataFrame], runs_b: Sequence[pl.DataFrame],
@@ -100,13 +100,18 @@ def _test(diff: pl.Series) -> float:
     return 1.0 if changed.is_empty() else float(wilcoxon(changed.to_numpy()).pvalue)
 
 
+def _mean(column: pl.Series) -> float:
+    # polars types mean() for any dtype; a Float64 column of a non-empty frame (paired_devices) gives a float
+    return float(column.mean())  # type: ignore[arg-type]
+
+
 def compare_runs(runs_a: Sequence[pl.DataFrame], runs_b: Sequence[pl.DataFrame],
                  gold: pl.DataFrame) -> tuple[RunComparison, pl.DataFrame]:
     """The comparison, and the per-device frame it rests on (with a `<metric>_diff` column each, b - a)."""
     paired = paired_devices(runs_a, runs_b, gold)
     paired = paired.with_columns((pl.col(m + "_b") - pl.col(m + "_a")).alias(m + "_diff") for m in METRICS)
     total = float(paired["gold"].sum())
-    metrics = [MetricComparison(metric=m, mean_a=float(paired[m + "_a"].mean()), mean_b=float(paired[m + "_b"].mean()),
+    metrics = [MetricComparison(metric=m, mean_a=_mean(paired[m + "_a"]), mean_b=_mean(paired[m + "_b"]),
                                 gain=int((paired[m + "_diff"] > 0).sum()), lose=int((paired[m + "_diff"] < 0).sum()),
                                 p_value=_test(paired[m + "_diff"]))
                for m in TESTED]
