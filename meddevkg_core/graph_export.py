@@ -33,8 +33,10 @@ PROPERTY_TYPES: dict[str, dict[str, str]] = {
 
 _CAST = {"date": pl.Date, "float": pl.Float64, "double": pl.Float64, "boolean": pl.Boolean,
          "long": pl.Int64, "string": pl.String}
-_INFERRED = {pl.Float64: "double", pl.Float32: "float", pl.Int64: "long", pl.Int32: "int", pl.Boolean: "boolean",
-             pl.Date: "date", pl.String: "string"}
+# keyed by the classes: a dtype instance (a frame's schema) hashes and compares equal to its class
+_INFERRED: dict[pl.DataType | type[pl.DataType], str] = {
+    pl.Float64: "double", pl.Float32: "float", pl.Int64: "long", pl.Int32: "int", pl.Boolean: "boolean",
+    pl.Date: "date", pl.String: "string"}
 NODE_PREFIX, REL_PREFIX = "nodes_", "relationships_"
 
 
