@@ -300,9 +300,11 @@ def plot_trajectory(traj: Trajectory, out: str | Path, title: str | None = None)
     ax.set_xlabel("year")
     ax.set_ylabel("linked patents")
     ax.set_title(title or f"Technology trajectory of {traj.fda_id}: {traj.patents.height} linked patents")
-    ax.yaxis.get_major_locator().set_params(integer=True)
+    # matplotlib's stubs type the base Locator.set_params without arguments; a new axis has an AutoLocator
+    ax.yaxis.get_major_locator().set_params(integer=True)  # type: ignore[call-arg]
     if years:
-        ax.set_ylim(0, max(traj.counts["n_filed"].max(), traj.counts["n_granted"].max()) * 1.3 + 0.5)
+        peak: int = traj.counts.select(pl.max_horizontal("n_filed", "n_granted").max()).item()
+        ax.set_ylim(0, peak * 1.3 + 0.5)
     if years or traj.decision_year is not None:
         ax.legend(loc="upper left")
     fig.tight_layout()
