@@ -29,7 +29,7 @@ import tempfile
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import polars as pl
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -38,6 +38,9 @@ from meddevkg_core import schemas
 from meddevkg_core.entities import COMPONENT, MECHANISM, ConceptMatch, ExtractionResult, ground_span, map_phrase
 from meddevkg_core.llm_client import ChatClient, LLMConfig, LLMRequestError
 from meddevkg_core.ontology import Ontology, normalize_term
+
+if TYPE_CHECKING:
+    from spacy.language import Language
 
 log = logging.getLogger(__name__)
 
@@ -193,7 +196,7 @@ class EntityExtractor(Protocol):
 class SpacyEntityExtractor:
     """The default offline extractor (entities.extract_mentions) behind the EntityExtractor interface."""
 
-    nlp: object
+    nlp: Language
     batch_size: int = 64
     n_process: int = 1
 
@@ -320,9 +323,10 @@ class LLMEntityExtractor:
                 fallback = map_phrase(surface, ontology)  # the quoted wording may be in the ontology
                 if fallback.concept_id is not None:
                     match = ConceptMatch(norm, fallback.concept_id, fallback.map_tier)
-            row = {"doc_id": doc_id, "mention": mention, "start": grounding.start, "end": grounding.end,
-                   "entity_type": ENTITY_TYPES[entity.type], "norm": norm, "concept_id": match.concept_id,
-                   "map_tier": match.map_tier, "grounding": grounding.kind}
+            row: dict[str, Any] = {
+                "doc_id": doc_id, "mention": mention, "start": grounding.start, "end": grounding.end,
+                "entity_type": ENTITY_TYPES[entity.type], "norm": norm, "concept_id": match.concept_id,
+                "map_tier": match.map_tier, "grounding": grounding.kind}
             if norm not in kept or (row["start"], -row["end"]) < (kept[norm]["start"], -kept[norm]["end"]):
                 kept[norm] = row
         return sorted(kept.values(), key=lambda r: (r["start"], r["end"], r["norm"])), rejected
