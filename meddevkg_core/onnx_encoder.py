@@ -223,7 +223,8 @@ def _build(model_dir: Path, recipe: OnnxRecipe, tmp: Path) -> dict[str, Any]:
     from sentence_transformers import SentenceTransformer
 
     start = time.perf_counter()
-    st_model = SentenceTransformer(str(model_dir), device="cpu", local_files_only=True).eval()
+    # Any, as in the helpers: torch types a module's sub-modules and attributes as `Tensor | Module`
+    st_model: Any = SentenceTransformer(str(model_dir), device="cpu", local_files_only=True).eval()
     _check_architecture(st_model)
     config = st_model[0].model.config
     exported = tmp / "exported.onnx"
@@ -244,7 +245,7 @@ def _build(model_dir: Path, recipe: OnnxRecipe, tmp: Path) -> dict[str, Any]:
 
     # Check the graph against the torch model it came from, on a few probe texts.
     reference = st_model.encode(list(_PROBE_TEXTS), normalize_embeddings=True, convert_to_numpy=True)
-    meta = {
+    meta: dict[str, Any] = {
         "recipe": asdict(recipe), "recipe_version": RECIPE_VERSION, **_versions(),
         "input_names": names, "max_seq_length": int(st_model.max_seq_length),
         "dimension": int(st_model.get_embedding_dimension()), "fused_ops": fused,
