@@ -31,6 +31,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -162,7 +163,8 @@ class Mentions:
                              "concept_id": self.concepts.gather(self.concept)})
 
     def concept_share(self) -> float:
-        return float(self.concepts.is_not_null().gather(self.concept).mean() or 0)
+        # polars types mean() for any dtype; a Boolean column's is a float (None when empty)
+        return float(self.concepts.is_not_null().gather(self.concept).mean() or 0)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -462,10 +464,10 @@ def synthetic_corpus(n_patents: int = PAPER_PATENTS, n_devices: int = PAPER_DEVI
     say("entity mentions")
     vocab = _vocab(onto, n_words=20_000)
     cache: dict[int, str] = {}
-    free = dict(n_common=FREE_COMMON, free_s=FREE_ZIPF_S, rare_share=FREE_RARE_SHARE,
-                onto_word_per_mille=FREE_ONTO_WORD_PER_MILLE, norm_cache=cache)
-    patent_mentions = _mentions(rng, onto, vocab, patent_ids, p_topic, p_sub, 16.0, 6.0, 0.18, **free)
-    device_mentions = _mentions(rng, onto, vocab, device_ids, d_topic, d_sub, 16.6, 11.4, 0.41, **free)
+    mentions = partial(_mentions, n_common=FREE_COMMON, free_s=FREE_ZIPF_S, rare_share=FREE_RARE_SHARE,
+                       onto_word_per_mille=FREE_ONTO_WORD_PER_MILLE, norm_cache=cache)
+    patent_mentions = mentions(rng, onto, vocab, patent_ids, p_topic, p_sub, 16.0, 6.0, 0.18)
+    device_mentions = mentions(rng, onto, vocab, device_ids, d_topic, d_sub, 16.6, 11.4, 0.41)
     say("companies")
     company = _companies(rng, device_ids, patent_ids, n_assignees=max(2_000, n_patents // 15))
     patent_chars = np.clip(rng.normal(760, 236, n_patents), 89, 1_200).astype(np.int64)
