@@ -741,7 +741,8 @@ def main_pairs_cv(pairs_path: str, out: str, cross_encoder: str | None, device: 
     ce_cfg = CrossEncoderConfig(model=cross_encoder, backend=cross_encoder_backend)
     scorer = load_cross_encoder(ce_cfg, device=device)
     loading = time.perf_counter() - start
-    dossiers, dossier_input = None, {"fda_pma": None}
+    dossiers = None
+    dossier_input: dict[str, Any] = {"fda_pma": None}
     if fda_pma is not None:
         devices = read.pairs.select("fda_id", pl.col("device_text").alias("text")).unique("fda_id", keep="first")
         fda = load_supplements(fda_pma, devices["fda_id"].to_list())
