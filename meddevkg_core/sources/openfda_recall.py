@@ -56,7 +56,9 @@ def recall_pma_source(record: dict[str, Any]) -> tuple[list[str], str | None]:
         return list(dict.fromkeys(numbers)), "recall"
     if any(isinstance(k, str) and k.strip() for k in _as_list(record.get("k_numbers"))):
         return [], None
-    openfda = record.get("openfda") if isinstance(record.get("openfda"), dict) else {}
+    openfda = record.get("openfda")
+    if not isinstance(openfda, dict):
+        openfda = {}
     numbers = [n for v in _as_list(openfda.get("pma_number")) if (n := pma_number_of(v))]
     return list(dict.fromkeys(numbers)), "product_code" if numbers else None
 

@@ -86,7 +86,7 @@ class TsvBatch:
 
     def to_frame(self) -> pl.DataFrame:
         """The rows as an all-text polars frame, with the line number, for callers that want tables."""
-        data = {"line": [line for line, _ in self.rows]}
+        data: dict[str, list[int] | list[str]] = {"line": [line for line, _ in self.rows]}
         data |= {name: [fields[i] for _, fields in self.rows] for i, name in enumerate(self.columns)}
         return pl.DataFrame(data, schema={"line": pl.Int64, **{c: pl.String for c in self.columns}})
 
