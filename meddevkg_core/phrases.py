@@ -33,11 +33,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
+
     from spacy.language import Language
     from spacy.tokens import Doc
 
@@ -160,7 +162,8 @@ def pos_table(nlp: Language) -> dict[str, str]:
     """Fine tag -> coarse POS, as the model's attribute ruler maps a bare tag."""
     table: dict[str, str] = {}
     if "attribute_ruler" in nlp.pipe_names:
-        for rule in nlp.get_pipe("attribute_ruler").patterns:
+        ruler: Any = nlp.get_pipe("attribute_ruler")  # spaCy types a component as a bare callable
+        for rule in ruler.patterns:
             pattern = rule["patterns"][0]
             if len(pattern) == 1 and set(pattern[0]) == {"TAG"} and "POS" in rule["attrs"]:
                 table[pattern[0]["TAG"]] = rule["attrs"]["POS"]
@@ -209,9 +212,9 @@ class SegmentQueue:
         self._done: dict[tuple[str, ...], Tags] = {}
         self._lemmas: dict[str, str] = {}  # plural noun (lower-cased) -> its lemma
         # (batch, keys, job, future)
-        self._pending: list[tuple[int, Sequence[tuple[str, ...]], _Job | None, object]] = []
+        self._pending: list[tuple[int, Sequence[tuple[str, ...]], _Job | None, Future[np.ndarray] | None]] = []
         self._submitted = 0
-        self._pool = None
+        self._pool: ThreadPoolExecutor | None = None
         if n_threads > 1 and self.tagger is not None:
             from concurrent.futures import ThreadPoolExecutor
 
@@ -221,8 +224,11 @@ class SegmentQueue:
         """Queue `keys` (distinct, not submitted before); returns the batch's number for `tags`."""
         self._submitted += 1
         if keys:
-            job = self.tagger.prepare(keys) if self.tagger is not None else None
-            future = self._pool.submit(self.tagger.run, job) if self._pool is not None else None
+            job, future = None, None
+            if self.tagger is not None:
+                job = self.tagger.prepare(keys)
+                if self._pool is not None:
+                    future = self._pool.submit(self.tagger.run, job)
             self._pending.append((self._submitted, keys, job, future))
         return self._submitted
 
@@ -239,6 +245,7 @@ class SegmentQueue:
             self._done.update(with_pos_and_lemmas(raw, self.nlp, self.to_pos))
             return self._done
         for _, keys, job, future in ready:  # in the order they were prepared
+            assert job is not None  # `submit` prepares a job whenever there is a tagger
             guesses = future.result() if future is not None else self.tagger.run(job)
             self._done.update(self._tags_of(keys, job, guesses))
         return self._done
@@ -246,6 +253,7 @@ class SegmentQueue:
     def _tags_of(self, keys: Sequence[tuple[str, ...]], job: _Job, guesses: np.ndarray) -> dict[tuple[str, ...], Tags]:
         """`with_pos_and_lemmas` of the job's fine tags, each distinct (word, tag) worked out once
         and each plural's lemma once per queue."""
+        assert self.tagger is not None  # jobs exist only when there is a tagger
         labels = self.tagger.labels
         n_labels = len(labels)
         pairs, inverse = np.unique(job.ids * n_labels + guesses, return_inverse=True)
@@ -342,7 +350,8 @@ class SegmentTagger:
         try:
             if "tok2vec" not in nlp.pipe_names or "tagger" not in nlp.pipe_names:
                 return None
-            tagger = nlp.get_pipe("tagger")
+            # spaCy types a component as a bare callable; a wrong guess is an AttributeError below
+            tagger: Any = nlp.get_pipe("tagger")
             model = tagger.model
             listener = model.get_ref("tok2vec")
             if type(listener).__name__ != "Tok2VecListener" or getattr(listener, "upstream_name", None) != "tok2vec":
@@ -350,7 +359,8 @@ class SegmentTagger:
             if model.layers[1].name != "with_array(softmax)" or model.get_ref("softmax").attrs.get(
                     "softmax_temperature", 1.0) != 1.0:
                 return None
-            t2v = nlp.get_pipe("tok2vec").model
+            tok2vec: Any = nlp.get_pipe("tok2vec")
+            t2v = tok2vec.model
             embed, encode = t2v.get_ref("embed"), t2v.get_ref("encode")
             if t2v.layers != [embed, encode] or encode.name.split("(", 1)[0] != "with_array":
                 return None
