@@ -178,7 +178,7 @@ def _fuzzy_window(span: str, text: str, min_similarity: float) -> Grounding | No
     return Grounding("fuzzy", i, i + length, float(best[1]))
 
 
-def map_phrase(norm: str, ontology: Ontology, head: str | None = None) -> ConceptMatch:
+def map_phrase(norm: str, ontology: Ontology | _MemoOntology, head: str | None = None) -> ConceptMatch:
     """Map a normalised phrase to a concept (METHOD §2.2): exact; else head noun, tried as the
     longest known word suffix (which covers "the last two tokens" and the head itself, so
     "bi-directional steerable catheter" -> catheter), then the phrase without a container head
@@ -196,7 +196,7 @@ def map_phrase(norm: str, ontology: Ontology, head: str | None = None) -> Concep
     return ConceptMatch(norm, None, "none")
 
 
-def entity_type(concept_id: str | None, head: str, ontology: Ontology) -> str:
+def entity_type(concept_id: str | None, head: str, ontology: Ontology | _MemoOntology) -> str:
     """COMPONENT or MECHANISM by the rule in the module docstring."""
     if concept_id is not None:
         return MECHANISM if ontology.category(concept_id) in MECHANISM_CATEGORIES else COMPONENT
@@ -288,7 +288,8 @@ def _extract_valid(valid: list[tuple[str, str]], ontology: Ontology, nlp: Langua
         parsed: list[tuple[Doc, Tokens, list[tuple[int, int]], list[tuple[str, ...]]]] = []
         chunks: list[tuple[int, int]] = []  # (end of the chunk's documents, batches queued by then)
         texts = (text for _, text in valid)
-        for doc in nlp.tokenizer.pipe(texts, batch_size=batch_size):
+        # spaCy types its tokenizer as a bare str -> Doc callable (its own code ignores this too)
+        for doc in nlp.tokenizer.pipe(texts, batch_size=batch_size):  # type: ignore[union-attr]
             toks = Tokens.of(doc, lexemes)
             doc_spans = segments(toks)
             parsed.append((doc, toks, doc_spans, [tuple(toks.text[a:b]) for a, b in doc_spans]))
@@ -478,7 +479,8 @@ def _phrase_matcher(ontology: Ontology, nlp: Language) -> PhraseMatcher:
 
     matcher = PhraseMatcher(nlp.vocab, attr="LOWER")
     for concept_id, forms in _term_forms(ontology).items():
-        matcher.add(concept_id, list(nlp.tokenizer.pipe(sorted(forms))))
+        # spaCy types its tokenizer as a bare str -> Doc callable
+        matcher.add(concept_id, list(nlp.tokenizer.pipe(sorted(forms))))  # type: ignore[union-attr]
     return matcher
 
 
@@ -486,6 +488,7 @@ def _term_forms(ontology: Ontology) -> dict[str, set[str]]:
     forms: dict[str, set[str]] = {}
     for term, norm in ontology.terms.select("term", "term_norm").iter_rows():
         concept_id = ontology.lookup(norm)  # the resolved concept, so ambiguous terms agree
+        assert concept_id is not None  # every term's norm is a lookup key (normalize_term is idempotent)
         forms.setdefault(concept_id, set()).update({term.lower(), norm})
     return forms
 
