@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
@@ -19,6 +20,9 @@ from scipy import sparse
 from meddevkg_core.config import UNIFORM_ENTITY_POINTS, CandidateConfig
 from meddevkg_core.gc_pause import gc_paused
 from meddevkg_core.ontology import _LONG_SINGLE_WORD, CATEGORY_WEIGHTS, Ontology
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +168,7 @@ def _s_keys(norms: pl.Series, ontology: Ontology, cfg: CandidateConfig, uniform:
 
     long_row, other_row = row("OTHER_LONG", CATEGORY_WEIGHTS["OTHER_LONG"]), row("OTHER", CATEGORY_WEIGHTS["OTHER"])
     decided = [row(*ontology.tier_s_category(n)) for n in frame["key"].gather(rest).to_list()]
-    def pick(i: int, dtype: pl.DataType) -> pl.Expr:
+    def pick(i: int, dtype: PolarsDataType) -> pl.Expr:
         return pl.when("_long").then(pl.lit(long_row[i], dtype)).otherwise(pl.lit(other_row[i], dtype))
 
     out = frame.select(pl.lit("S", pl.String).alias("tier"), "key", pick(0, pl.Float64).alias("points"),
@@ -173,7 +177,9 @@ def _s_keys(norms: pl.Series, ontology: Ontology, cfg: CandidateConfig, uniform:
     if len(rest):  # rows in input order: the ontology's answers where the shortcut does not apply
         out = out.with_columns(out[name].scatter(rest, pl.Series([d[i] for d in decided], dtype=out.schema[name]))
                                for i, name in enumerate(("points", "core", "category", "weight")))
-    return out.cast(_KEY_SCHEMA)
+    # polars types cast's mapping keys as a union, and a key type is invariant: no dict[str, ...] fits
+    # (pola-rs/polars#14468)
+    return out.cast(_KEY_SCHEMA)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -218,13 +224,13 @@ class EntityMatcher:
         group_ids = pl.DataFrame([(*g, i) for i, g in enumerate(self._groups)],
                                  schema={"points": pl.Float64, "core": pl.Boolean, "tier": pl.String, "_g": pl.Int64},
                                  orient="row")
-        p_group = patent_keys.table.select(_G).join(group_ids, on=_G, how="left", maintain_order="left")["_g"]
-        p_group = p_group.to_numpy().astype(np.int64)
+        p_group = (patent_keys.table.select(_G).join(group_ids, on=_G, how="left", maintain_order="left")["_g"]
+                   .to_numpy().astype(np.int64))
         sizes = np.bincount(p_group, minlength=len(self._groups)).astype(np.int64)
         p_col = np.empty(len(p_group), np.int64)
         order = np.argsort(p_group, kind="stable")
         p_col[order] = np.arange(len(order)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-        self._slots = {id(patent_keys): (p_group, p_col)}
+        self._slots: dict[int, tuple[np.ndarray, np.ndarray]] = {id(patent_keys): (p_group, p_col)}
         if device_keys is not patent_keys:
             dev = (device_keys.table.select(*_G, "key").with_row_index("_k")
                    .join(group_ids, on=_G, how="left")
