@@ -6,7 +6,12 @@ types (the BEIR idea of small, stable contracts, as typed tables).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import polars as pl
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
 
 DEVICES = pl.Schema(
     {
@@ -32,17 +37,17 @@ SUPPLEMENTS = pl.Schema(
 )
 """A PMA supplement of a device: a later approved change, in the words of its approval order (dossier)."""
 
-PATENTS = pl.Schema(
-    {
-        "pat_id": pl.String,
-        "title": pl.String,
-        "text": pl.String,
-        "assignee": pl.String,
-        "grant_date": pl.Date,
-        "filing_date": pl.Date,
-        "cpc_codes": pl.List(pl.String),
-    }
-)
+# Typed where dtype classes and instances (pl.List(...)) mix, which mypy would infer as dict[str, object].
+_PATENT_COLUMNS: dict[str, PolarsDataType] = {
+    "pat_id": pl.String,
+    "title": pl.String,
+    "text": pl.String,
+    "assignee": pl.String,
+    "grant_date": pl.Date,
+    "filing_date": pl.Date,
+    "cpc_codes": pl.List(pl.String),
+}
+PATENTS = pl.Schema(_PATENT_COLUMNS)
 """A granted patent. `text` is title + abstract; `assignee` may hold several names joined by '; '."""
 
 GOLD_LINKS = pl.Schema({"fda_id": pl.String, "pat_id": pl.String})
@@ -104,7 +109,9 @@ MENTIONS = pl.Schema(
 `grounding` exact / case_insensitive / fuzzy (Quote-then-Verify outcome).
 """
 
-EMBEDDINGS = pl.Schema({"doc_id": pl.String, "content_hash": pl.String, "embedding": pl.List(pl.Float32)})
+_EMBEDDING_COLUMNS: dict[str, PolarsDataType] = {"doc_id": pl.String, "content_hash": pl.String,
+                                                 "embedding": pl.List(pl.Float32)}
+EMBEDDINGS = pl.Schema(_EMBEDDING_COLUMNS)
 
 COMPANY_DICTIONARY = pl.Schema(
     {
@@ -209,14 +216,13 @@ pair's place among its device's pairs (1 = first; company_contest, text_adapter)
 similarity that placed it (null below the device's top pairs)."""
 
 
-RERANKER_MODELS = pl.Schema(
-    {
-        "model": pl.String,
-        "held_out_devices": pl.List(pl.String),
-        "model_json": pl.String,
-        "text_adapter": pl.Binary,
-    }
-)
+_RERANKER_MODEL_COLUMNS: dict[str, PolarsDataType] = {
+    "model": pl.String,
+    "held_out_devices": pl.List(pl.String),
+    "model_json": pl.String,
+    "text_adapter": pl.Binary,
+}
+RERANKER_MODELS = pl.Schema(_RERANKER_MODEL_COLUMNS)
 """The stored reranker (rerank.FoldModels): the full model and one per fold, each with its text adapter."""
 
 
