@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -27,6 +28,9 @@ from meddevkg_core.terminologies import (
     quarantine,
     with_norms,
 )
+
+if TYPE_CHECKING:
+    from polars.expr.whenthen import ChainedThen, Then
 
 MRCONSO = ("CUI", "LAT", "TS", "LUI", "STT", "SUI", "ISPREF", "AUI", "SAUI", "SCUI", "SDUI", "SAB", "TTY", "CODE",
            "STR", "SRL", "SUPPRESS", "CVF")
@@ -89,14 +93,13 @@ def scan_rrf(path: Path, columns: Sequence[str], keep: Sequence[str],
     pipes = raw.str.count_matches("|", literal=True)
     lf = lf.with_columns(raw.str.split("|").alias("_fields")).with_columns(
         pl.col("_fields").list.get(columns.index(c), null_on_oob=True).alias(c) for c in keep)
-    reason = pl.when(~((pipes == len(columns)) & raw.str.ends_with("|"))).then(
+    reason: Then | ChainedThen = pl.when(~((pipes == len(columns)) & raw.str.ends_with("|"))).then(
         pl.format("expected {} fields each ending in '|', found {} '|'", pl.lit(len(columns)), pipes))
     reason = reason.when(raw.str.contains("\ufffd", literal=True)).then(pl.lit("non-UTF-8 bytes (read as U+FFFD)"))
     for col, (pattern, what) in checks.items():
         reason = reason.when(~pl.col(col).str.contains(pattern)).then(
             pl.format("{} '{}' is not {}", pl.lit(col), pl.col(col), pl.lit(what)))
-    reason = reason.otherwise(pl.lit(None, dtype=pl.String))
-    return lf.with_columns(reason.alias("reason")).drop("_fields", "raw")
+    return lf.with_columns(reason.otherwise(pl.lit(None, dtype=pl.String)).alias("reason")).drop("_fields", "raw")
 
 
 def owned(col: str) -> pl.Expr:
