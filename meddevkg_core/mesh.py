@@ -16,7 +16,6 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
 import polars as pl
 
@@ -76,7 +75,7 @@ def _records(path: Path) -> Iterator[tuple[int, ET.Element]]:
     """Each DescriptorRecord element, numbered from 1; cleared after the caller has read it."""
     if not path.is_file():
         raise TerminologyError(f"{path}: no such file")
-    opener: IO[bytes] = gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")
+    opener = gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")
     number = 0
     with opener as fh:
         try:
