@@ -90,7 +90,8 @@ def rank_metrics(ranks: pl.DataFrame, ks: tuple[int, ...] = (10, 50, 100, 500)) 
     # sorted: a float mean depends on the order of its terms, and group_by's order changes per call
     per_device = ranks.group_by("fda_id").agg(*((pl.col("rank") <= k).mean().alias(f"macro_R@{k}") for k in ks),
                                               pl.col("rank").min().alias("first")).sort("fda_id")
-    out.update({f"macro_R@{k}": float(per_device[f"macro_R@{k}"].mean()) for k in ks})
-    out["MRR"] = float((1.0 / per_device["first"]).mean())
+    # polars types a Series' mean as any literal or None: of these non-empty float columns, a float
+    out.update({f"macro_R@{k}": float(per_device[f"macro_R@{k}"].mean()) for k in ks})  # type: ignore[arg-type]
+    out["MRR"] = float((1.0 / per_device["first"]).mean())  # type: ignore[arg-type]
     out["median_rank"] = float(np.median(r))
     return out
