@@ -100,6 +100,7 @@ class SiblingIndex:
                 part = cols[start:start + step]
                 sim.add(part, rows, np.clip(patent_vectors[part] @ device_vectors[rows].T, -1.0, 1.0))
                 if lex is not None:
+                    assert score_words is not None  # both are made when there is a lexical scorer
                     lex.add(part, rows, score_words(rows, part))
         return SiblingIndex(sim, lex, np.bincount(cells[1], minlength=n).astype(np.int16))
 
