@@ -228,8 +228,8 @@ def device_ranks(scored: pl.DataFrame, adapter_for: Callable[[str], TextAdapter 
     for start, length in zip(np.cumsum(np.r_[0, runs[:-1]]).tolist(), runs.tolist(), strict=True):
         rows = slice(start, start + length)
         fda_id = fda_ids[start]
-        adapter = adapter_for(fda_id) if cfg.enabled and vectors is not None else None
-        if adapter is not None and vectors.has_device(fda_id):
+        if (cfg.enabled and vectors is not None and (adapter := adapter_for(fda_id)) is not None
+                and vectors.has_device(fda_id)):
             score, top, sims = fused_scores(probability[rows], similarity_of(adapter, vectors, fda_id, pat_ids[rows]),
                                             cfg)
             text_sim[start + top] = sims
