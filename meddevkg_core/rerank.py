@@ -342,7 +342,7 @@ class FoldModels:
 
     def to_frame(self) -> pl.DataFrame:
         adapters = [self.full_adapter, *self.fold_adapters, *[None] * (len(self.folds) - len(self.fold_adapters))]
-        rows = [{"model": "full", "held_out_devices": [], "model_json": self.full.to_json()}]
+        rows: list[dict[str, object]] = [{"model": "full", "held_out_devices": [], "model_json": self.full.to_json()}]
         rows += [{"model": f"fold_{i}", "held_out_devices": list(devices), "model_json": m.to_json()}
                  for i, (devices, m) in enumerate(self.folds)]
         for row, adapter in zip(rows, adapters, strict=True):
@@ -694,7 +694,7 @@ def _fixed(s: pl.Series, decimals: int, nullable: bool = False, prefix: str = ""
         inverse = code
     else:
         distinct, inverse = np.unique(code, return_inverse=True)
-    table = [None] * (int(distinct[-1]) + 1 if inverse is code else len(distinct))
+    table: list[str | None] = [None] * (int(distinct[-1]) + 1 if inverse is code else len(distinct))
     for i, c in enumerate(distinct.tolist()):
         n = c >> 1
         text = f"{n // scale}.{n % scale:0{decimals}d}" if decimals else str(n)
