@@ -244,8 +244,8 @@ def run_benchmark(corpus: Corpus, models: Models, config: PipelineConfig, out: s
                                                    prepared, models, config, quiet)} if ablations else {}
     fixed = {}
     for theta in FIXED_THRESHOLDS:
-        cfg = config.candidates.model_copy(update={"admission_threshold": theta, "same_company_min_score": None})
-        pool = generate_candidates(main.inputs, cfg)
+        pool_cfg = config.candidates.model_copy(update={"admission_threshold": theta, "same_company_min_score": None})
+        pool = generate_candidates(main.inputs, pool_cfg)
         ev = evaluate_links(pool, pool.with_columns(pl.lit(True).alias("decision"), pl.lit(True).alias("out_of_fold")),
                             gold, n_dev, n_pat)
         fixed[f"S>={theta:g} (+rescue)"] = {"pool_recall": ev.pool_recall,
