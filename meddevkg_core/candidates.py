@@ -11,7 +11,7 @@ import ctypes
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache, cached_property
-from typing import Protocol
+from typing import Protocol, TypeGuard
 
 import numpy as np
 import polars as pl
@@ -120,8 +120,8 @@ def vector_points(sim: np.ndarray, cfg: CandidateConfig) -> np.ndarray:
         return points
     bins = sorted(cfg.vector_quantile_bins, key=lambda b: b.min_quantile)
     cuts = np.quantile(sim, [b.min_quantile for b in bins], axis=1)
-    for b, cut in zip(bins, cuts, strict=True):
-        points[sim >= cut[:, None]] = b.points
+    for q, cut in zip(bins, cuts, strict=True):
+        points[sim >= cut[:, None]] = q.points
     return points
 
 
@@ -440,9 +440,8 @@ class CandidateParts:
                 starts = np.cumsum(e.counts) - e.counts
                 segments += [(d, i, int(s), int(n)) for d, s, n in zip(e.device_ids, starts.tolist(),
                                                                        e.counts.tolist(), strict=True) if n]
-        direct = (all(isinstance(e, _BlockPart) for e in entries)
-                  and len({d for d, *_ in segments}) == len(segments))
-        if not direct:  # a device asked for twice, or a pair listed twice in company_matches: as before
+        if not (_all_block_parts(entries) and len({d for d, *_ in segments}) == len(segments)):
+            # a device asked for twice, or a pair listed twice in company_matches: as before
             return self._by_frames(entries)
         segments.sort(key=lambda seg: seg[0])
         return self._direct(entries, segments)
@@ -505,6 +504,11 @@ class CandidateParts:
         pieces = [_by_patent(parts.pop(d)) if d in unsorted or len(parts[d]) > 1 else parts.pop(d)[0]
                   for d in sorted(parts)]
         return _one_chunk(pieces)  # empties `pieces` column by column
+
+
+def _all_block_parts(entries: list[_BlockPart | list[tuple[str, pl.DataFrame]]]) -> TypeGuard[list[_BlockPart]]:
+    """No block kept as frames (a pair listed twice in company_matches): a TypeGuard, so mypy knows."""
+    return all(isinstance(e, _BlockPart) for e in entries)
 
 
 def release_free_heap() -> bool:
