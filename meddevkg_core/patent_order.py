@@ -7,7 +7,7 @@ equal scores in advance, so it is never chosen by the gold, and the links and th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,7 +31,7 @@ class PatentOrder:
     position: np.ndarray  # position[col] = place of column col in pat_id order
 
     @classmethod
-    def of(cls, patent_ids: Sequence[str]) -> PatentOrder:
+    def of(cls, patent_ids: Iterable[str]) -> PatentOrder:
         ids = np.asarray(list(patent_ids), dtype=object)
         perm = np.argsort(ids.astype(str), kind="stable")
         position = np.empty(len(perm), dtype=np.int64)
