@@ -81,9 +81,9 @@ def materialize_corpus(corpus_dir: Path | None = None) -> dict[str, str]:
     from meddevkg_core.patent_years import year_keys
     from meddevkg_dagster.definitions import defs
     from meddevkg_dagster.partitions import patent_years, pma_devices, range_tags
+    from meddevkg_dagster.resources import setting_value
 
-    corpus_path = defs.resources["corpus"].path
-    corpus_path = corpus_path.get_value() if isinstance(corpus_path, dg.EnvVar) else corpus_path
+    corpus_path = setting_value(defs.resources["corpus"].path)
     wanted = os.environ.get("MEDDEVKG_CORPUS")
     if wanted and Path(wanted).resolve() != Path(corpus_path).resolve():  # never run another corpus silently
         raise RuntimeError(f"this process's Dagster definitions were built for the corpus {corpus_path}, not "
@@ -97,8 +97,7 @@ def materialize_corpus(corpus_dir: Path | None = None) -> dict[str, str]:
     if not set(keys) <= set(devices):
         raise SystemExit(f"the instance has device partitions the corpus lacks ({len(set(keys) - set(devices))}); "
                          "use a separate MEDDEVKG_HOME per corpus")
-    database = defs.resources["io_manager"].database
-    ensure_store_schema(Path(database.get_value() if isinstance(database, dg.EnvVar) else database))
+    ensure_store_schema(Path(setting_value(defs.resources["io_manager"].database)))
     run_ids = []
     for job, part in (("patents_job", years), ("meddevkg_job", keys)):
         result = defs.resolve_job_def(job).execute_in_process(

@@ -41,6 +41,17 @@ def env_or(name: str, default: str) -> str | dg.EnvVar:
     return dg.EnvVar(name) if os.environ.get(name) else default
 
 
+def setting_value(value: str | dg.EnvVar) -> str:
+    """An `env_or` setting as a run reads it now; an EnvVar whose variable was unset since the definitions
+    were built is an error naming it (a run would fail on it too), not a None passed on as a path."""
+    if not isinstance(value, dg.EnvVar):
+        return value
+    if (resolved := value.get_value()) is None:
+        raise RuntimeError(f"{value.env_var_name} was set when this process's Dagster definitions were built and "
+                           "is not now: set it again, or run in a new process")
+    return resolved
+
+
 _FLAGS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
 
 

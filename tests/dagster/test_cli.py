@@ -310,6 +310,20 @@ def test_materialising_a_corpus_the_loaded_definitions_do_not_hold_is_refused(tm
         materialize_corpus(corpus)
 
 
+def test_materialising_after_the_definitions_corpus_variable_was_unset_names_it(tmp_path, monkeypatch):
+    import dagster as dg
+
+    from meddevkg_dagster.cli import materialize_corpus
+    from meddevkg_dagster.definitions import defs
+
+    built = defs.resources["corpus"]  # as built with MEDDEVKG_CORPUS set, which is unset since
+    monkeypatch.setitem(defs.resources, "corpus", built.model_copy(update={"path": dg.EnvVar("MEDDEVKG_CORPUS")}))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    monkeypatch.delenv("MEDDEVKG_CORPUS", raising=False)
+    with pytest.raises(RuntimeError, match="MEDDEVKG_CORPUS was set when .* definitions were built and is not now"):
+        materialize_corpus()
+
+
 def test_the_pipeline_config_comes_from_a_file_or_the_environment_and_a_misplaced_key_is_refused(
         tmp_path, monkeypatch):
     import dagster as dg
