@@ -98,11 +98,11 @@ def run_backfill_bench(corpus_dir: Path, runs: int = 3, patent_copies: int = 1) 
 
     materialize_corpus(corpus_dir)
     from meddevkg_dagster.definitions import defs
-    from meddevkg_dagster.partitions import pma_devices, range_tags
+    from meddevkg_dagster.partitions import PMA_DEVICES, range_tags
     from meddevkg_dagster.resources import setting_value
 
     instance = dg.DagsterInstance.get()
-    keys = instance.get_dynamic_partitions(pma_devices.name)
+    keys = instance.get_dynamic_partitions(PMA_DEVICES)
     database = setting_value(defs.resources["io_manager"].database)
     if patent_copies > 1:
         with duckdb.connect(str(database)) as con:

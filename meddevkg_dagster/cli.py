@@ -80,7 +80,7 @@ def materialize_corpus(corpus_dir: Path | None = None) -> dict[str, str]:
     from meddevkg_core.corpus import read_corpus
     from meddevkg_core.patent_years import year_keys
     from meddevkg_dagster.definitions import defs
-    from meddevkg_dagster.partitions import patent_years, pma_devices, range_tags
+    from meddevkg_dagster.partitions import PATENT_YEARS, PMA_DEVICES, range_tags
     from meddevkg_dagster.resources import setting_value
 
     corpus_path = setting_value(defs.resources["corpus"].path)
@@ -92,8 +92,8 @@ def materialize_corpus(corpus_dir: Path | None = None) -> dict[str, str]:
     _require_trainable_gold(corpus, corpus_path)
     devices = corpus.devices["fda_id"].sort().to_list()
     instance = dg.DagsterInstance.get()
-    years = register_partitions(instance, patent_years.name, year_keys(corpus.patents))
-    keys = register_partitions(instance, pma_devices.name, devices)
+    years = register_partitions(instance, PATENT_YEARS, year_keys(corpus.patents))
+    keys = register_partitions(instance, PMA_DEVICES, devices)
     if not set(keys) <= set(devices):
         raise SystemExit(f"the instance has device partitions the corpus lacks ({len(set(keys) - set(devices))}); "
                          "use a separate MEDDEVKG_HOME per corpus")
@@ -650,7 +650,7 @@ def _partitions(args: argparse.Namespace) -> int:
     import dagster as dg
 
     from meddevkg_core.patent_years import parse_year_keys
-    from meddevkg_dagster.partitions import key_ranges, patent_years, pma_devices
+    from meddevkg_dagster.partitions import PATENT_YEARS, PMA_DEVICES, key_ranges, patent_years, pma_devices
 
     def year_keys_of(option: str) -> list[str]:
         try:
@@ -663,11 +663,11 @@ def _partitions(args: argparse.Namespace) -> int:
     # as written too: a key registered before corpus ids were upper-cased may be lower-case
     gone_devices = list(dict.fromkeys(k for d in args.delete_devices or [] for k in (_pma(d), d.strip())))
     print(f"instance: {_prepare_instance_home()}")
-    jobs = {patent_years.name: (years, "patents_job"), pma_devices.name: (devices, "device_links_job")}
+    jobs = {PATENT_YEARS: (years, "patents_job"), PMA_DEVICES: (devices, "device_links_job")}
     with dg.DagsterInstance.get() as instance:
-        for definition, keys in ((patent_years, gone_years), (pma_devices, gone_devices)):
-            if keys:
-                remove_partitions(instance, definition, keys, _default_db())
+        for definition, gone in ((patent_years, gone_years), (pma_devices, gone_devices)):
+            if gone:
+                remove_partitions(instance, definition, gone, _default_db())
         for name, (wanted, job) in jobs.items():
             keys = register_partitions(instance, name, wanted) if wanted else instance.get_dynamic_partitions(name)
             if not wanted:
@@ -684,7 +684,7 @@ def remove_partitions(instance, definition, keys: list[str], db: Path) -> dict[s
     import duckdb
 
     from meddevkg_dagster.definitions import defs
-    from meddevkg_dagster.partitions import pma_devices, stored_partition_tables
+    from meddevkg_dagster.partitions import PMA_DEVICES, stored_partition_tables
     from meddevkg_dagster.resources import WAREHOUSE_SCHEMA
 
     tables = stored_partition_tables(defs.resolve_asset_graph(), definition)
@@ -716,7 +716,7 @@ def remove_partitions(instance, definition, keys: list[str], db: Path) -> dict[s
     for table, n in sorted(deleted.items()):
         if n:
             print(f"  {WAREHOUSE_SCHEMA}.{table}: {n}")
-    if devices := instance.get_dynamic_partitions(pma_devices.name):  # what read every partition still counts them
+    if devices := instance.get_dynamic_partitions(PMA_DEVICES):  # what read every partition still counts them
         print("  the assets that read every partition (the graph, the reranker, the evaluation, other devices' "
               "pools) still include them until meddevkg_job runs again:")
         print("  " + _job_command("meddevkg_job", devices[0], devices[-1]))

@@ -6,6 +6,7 @@ units of parallelism: a run targets one of them, and assets downstream of the pa
 """
 
 import warnings
+from collections.abc import Sequence
 
 import dagster as dg
 
@@ -17,12 +18,15 @@ warnings.filterwarnings(
     "ignore", message="Parameter `backfill_policy` of function `asset`", category=dg.BetaWarning
 )
 
-pma_devices = dg.DynamicPartitionsDefinition(name="pma_devices")
+PMA_DEVICES = "pma_devices"
+"""The name the instance's partition calls take (Dagster types a definition's `name` as optional)."""
+pma_devices = dg.DynamicPartitionsDefinition(name=PMA_DEVICES)
 
 DEVICE_BACKFILL = dg.BackfillPolicy.single_run()
 """All selected devices in one run: per-device work is vectorised, so many partitions stay cheap."""
 
-patent_years = dg.DynamicPartitionsDefinition(name="patent_years")
+PATENT_YEARS = "patent_years"
+patent_years = dg.DynamicPartitionsDefinition(name=PATENT_YEARS)
 
 PATENT_BACKFILL = dg.BackfillPolicy.single_run()
 """All selected years in one run: the source is read once and split by year on write."""
@@ -43,7 +47,7 @@ def range_tags(start: str, end: str) -> dict[str, str]:
     return {"dagster/asset_partition_range_start": start, "dagster/asset_partition_range_end": end}
 
 
-def key_ranges(wanted: list[str], ordered: list[str]) -> list[tuple[str, str]]:
+def key_ranges(wanted: list[str], ordered: Sequence[str]) -> list[tuple[str, str]]:
     """The fewest (start, end) ranges covering exactly `wanted`, in the instance's key order.
 
     A dynamic partition range follows the order keys were added in, not their sort order: the keys

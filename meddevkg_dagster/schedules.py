@@ -6,7 +6,7 @@ import dagster as dg
 
 from meddevkg_core.patent_years import current_year_keys
 from meddevkg_dagster.jobs import meddevkg_job, patents_job
-from meddevkg_dagster.partitions import key_ranges, patent_years, pma_devices, range_tags
+from meddevkg_dagster.partitions import PATENT_YEARS, PMA_DEVICES, key_ranges, range_tags
 
 RELINK_TAG = "meddevkg/relink_after"
 
@@ -17,11 +17,11 @@ RELINK_TAG = "meddevkg/relink_after"
                          "relink_after_patent_refresh then re-links the devices.")
 def weekly_patents_refresh(context: dg.ScheduleEvaluationContext) -> list[dg.RunRequest]:
     keys = current_year_keys(context.scheduled_execution_time.date())
-    known = set(context.instance.get_dynamic_partitions(patent_years.name))
+    known = set(context.instance.get_dynamic_partitions(PATENT_YEARS))
     if missing := [k for k in keys if k not in known]:
         # Schedules cannot return partition requests; adding a key twice is impossible, so this is idempotent.
-        context.instance.add_dynamic_partitions(patent_years.name, missing)
-    ranges = key_ranges(keys, context.instance.get_dynamic_partitions(patent_years.name))
+        context.instance.add_dynamic_partitions(PATENT_YEARS, missing)
+    ranges = key_ranges(keys, context.instance.get_dynamic_partitions(PATENT_YEARS))
     day = f"{context.scheduled_execution_time:%Y-%m-%d}"
     # One run when the years are neighbours in the instance's order, else one per year: a range
     # spanning other keys would re-extract and re-encode them.
@@ -34,7 +34,7 @@ def weekly_patents_refresh(context: dg.ScheduleEvaluationContext) -> list[dg.Run
                       description="After a successful patents_job run, re-link every device partition in one run "
                                   "(Stage 2 is cheap; embeddings and entities of old patents are reused).")
 def relink_after_patent_refresh(context: dg.RunStatusSensorContext) -> dg.RunRequest | dg.SkipReason:
-    keys = context.instance.get_dynamic_partitions(pma_devices.name)
+    keys = context.instance.get_dynamic_partitions(PMA_DEVICES)
     if not keys:
         return dg.SkipReason("no device partitions yet: run `meddevkg demo` or let new_pma_sensor add some")
     run_id = context.dagster_run.run_id

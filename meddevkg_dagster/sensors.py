@@ -10,6 +10,7 @@ its delivery are meddevkg_core.alerts'.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from datetime import date, timedelta
 
 import dagster as dg
@@ -18,7 +19,7 @@ from meddevkg_core.alerts import RunFailureAlert
 from meddevkg_core.http_client import SourceError
 from meddevkg_core.refresh import RefreshCursor, plan_refresh
 from meddevkg_dagster.jobs import device_links_job
-from meddevkg_dagster.partitions import pma_devices, range_tags
+from meddevkg_dagster.partitions import PMA_DEVICES, pma_devices, range_tags
 from meddevkg_dagster.resources import AlertsResource, OpenFDAResource, SourcesResource
 
 START_ENV = "MEDDEVKG_REFRESH_SINCE"
@@ -56,7 +57,7 @@ def new_pma_sensor(context: dg.SensorEvaluationContext, openfda: OpenFDAResource
     # correct it, and every later approval would wait; once corrected, `meddevkg partitions --add-devices`.
     for key, reason in rejected.select("record_key", "reason").iter_rows():
         context.log.warning(f"openFDA record {key} set aside: {reason}")
-    known = set(context.instance.get_dynamic_partitions(pma_devices.name))
+    known = set(context.instance.get_dynamic_partitions(PMA_DEVICES))
     plan = plan_refresh(cursor, found, known, statuses)
     invalid = f"; {rejected.height} record(s) set aside (see the tick's log)" if rejected.height else ""
     context.log.info(f"openFDA: {found.height} selected original(s) decided {cursor.since}..{today}{invalid}; "
@@ -73,7 +74,7 @@ def new_pma_sensor(context: dg.SensorEvaluationContext, openfda: OpenFDAResource
     )
 
 
-def _error_message(context: dg.RunFailureSensorContext, steps: list[dg.DagsterEvent]) -> str:
+def _error_message(context: dg.RunFailureSensorContext, steps: Sequence[dg.DagsterEvent]) -> str:
     """The first failed step's error, else the run's: a step's user-code error is wrapped in Dagster's
     "Error occurred while executing op", so the exception under it is the one that says what failed."""
     error = steps[0].step_failure_data.error if steps else getattr(context.failure_event.event_specific_data,
