@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sqlite3
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 import dagster._check as check
 import sqlalchemy as sa
@@ -96,7 +97,8 @@ class BatchingSqliteEventLogStorage(SqliteEventLogStorage):
                 self._initdb(engine)
                 self._initialized_dbs.add(shard)
             with engine.connect() as conn:
-                sqlite = conn.connection.driver_connection
+                # SQLAlchemy types the DBAPI connection as Any | None (None once detached); a fresh one is sqlite3's
+                sqlite = cast(sqlite3.Connection, conn.connection.driver_connection)
                 changes = sqlite.total_changes
                 with conn.begin():
                     yield conn
@@ -106,8 +108,8 @@ class BatchingSqliteEventLogStorage(SqliteEventLogStorage):
 
     def _engine(self, shard: str) -> sa.Engine:
         if self._engines_pid != os.getpid():  # a forked child must not use its parent's connections
-            for engine in self._engines.values():
-                engine.dispose(close=False)
+            for inherited in self._engines.values():
+                inherited.dispose(close=False)
             self._engines.clear()
             self._engines_pid = os.getpid()
         engine = self._engines.pop(shard, None)
@@ -166,6 +168,7 @@ class BatchingSqliteEventLogStorage(SqliteEventLogStorage):
     def _event_row(self, event: EventLogEntry, serialized: str) -> dict[str, Any]:
         """Dagster's `_event_to_row` for an event already serialised (once, for both databases)."""
         dagster_event = event.get_dagster_event()
+        assert dagster_event.asset_key is not None  # a batch holds _batchable events only
         return {"run_id": event.run_id, "event": serialized, "dagster_event_type": dagster_event.event_type_value,
                 "timestamp": self._event_insert_timestamp(event), "step_key": dagster_event.step_key,
                 "asset_key": dagster_event.asset_key.to_string(), "partition": dagster_event.partition or None}

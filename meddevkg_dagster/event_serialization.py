@@ -36,7 +36,9 @@ def _with_sentinels(event: EventLogEntry) -> tuple[EventLogEntry, dict[str, str]
     sentinels, and the JSON of its own values by sentinel; None for an event that is not a
     partition's planned or materialisation event."""
     dagster_event = event.dagster_event
-    data = dagster_event.event_specific_data if dagster_event else None
+    if dagster_event is None:
+        return None
+    data = dagster_event.event_specific_data
     values = {_TIMESTAMP_JSON: json.dumps(event.timestamp)}
     if isinstance(data, StepMaterializationData) and data.materialization.partition is not None:
         materialization = data.materialization
