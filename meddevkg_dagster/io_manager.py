@@ -58,10 +58,11 @@ class PartitionRangePolarsTypeHandler(DuckDBPolarsTypeHandler):
         table = f"{table_slice.schema}.{table_slice.table}"
         obj_arrow = in_batches(obj)  # DuckDB reads the frame by this name
         untyped = [name for name, dtype in obj.schema.items() if dtype == pl.Null]
+        dims: Sequence[TablePartitionDimension] = table_slice.partition_dimensions or ()
         stored = _stored_columns(connection, table_slice)
         change = "" if stored is None else schema_change(
             stored, _described(connection.execute("describe select * from obj_arrow")), untyped)
-        if change and table_slice.partition_dimensions:
+        if change and dims:
             raise StoredSchemaError(
                 f"{table}: the stored table's columns differ from this output's ({change}), so its other "
                 "partitions were written by other code. Drop the table and materialise all of its "
@@ -77,10 +78,9 @@ class PartitionRangePolarsTypeHandler(DuckDBPolarsTypeHandler):
         if not _spans_partitions(context):
             context.add_output_metadata({"row_count": obj.height, "dataframe_columns": MetadataValue.table_schema(
                 TableSchema(columns=[TableColumn(name=name, type=str(dtype)) for name, dtype in obj.schema.items()]))})
-        elif len(table_slice.partition_dimensions) == 1:
+        elif len(dims) == 1:
             # each partition's event counts its own rows; the run's total is named as such
-            counts = _rows_by_partition(obj, obj_arrow, table_slice.partition_dimensions[0].partition_expr,
-                                        connection)
+            counts = _rows_by_partition(obj, obj_arrow, dims[0].partition_expr, connection)
             add_partition_metadata(context, {key: {"dagster/row_count": counts.get(key, 0)}
                                              for key in context.asset_partition_keys})
             context.add_output_metadata({"run_row_count": obj.height})
@@ -177,7 +177,8 @@ def select_statement(table_slice: TableSlice) -> tuple[str, list]:
     if not dims or not all(isinstance(d.partitions, list) and d.partitions for d in dims):
         return DuckDbClient.get_select_statement(table_slice), []
     columns = ", ".join(table_slice.columns) if table_slice.columns else "*"
-    where, params = [], []
+    where: list[str] = []
+    params: list[str | list[str]] = []
     for d in dims:
         keys = [str(k) for k in d.partitions]
         n = len(params)
