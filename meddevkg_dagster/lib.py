@@ -8,6 +8,7 @@ from contextlib import contextmanager
 
 import dagster as dg
 import polars as pl
+from dagster._core.definitions.metadata import RawMetadataValue
 
 from meddevkg_core.evaluation import LinkEvaluation
 from meddevkg_core.progress import ThrottledReporter
@@ -52,13 +53,13 @@ def stored_table(schema: pl.Schema, **metadata: object) -> dict[str, object]:
     return {**metadata, "dagster/column_schema": dg.TableSchema(columns=columns)}
 
 
-def table_metadata(df: pl.DataFrame, **extra) -> dict[str, object]:
+def table_metadata(df: pl.DataFrame, **extra: RawMetadataValue) -> dict[str, RawMetadataValue]:
     """The output's rows and `extra`; over a partition range the store's IO manager gives each
     partition's event its own row count instead (io_manager.add_partition_metadata)."""
-    meta: dict[str, object] = {"dagster/row_count": df.height}
+    meta: dict[str, RawMetadataValue] = {"dagster/row_count": df.height}
     meta.update({k: v for k, v in extra.items() if v is not None})
     return meta
 
 
-def evaluation_metadata(ev: LinkEvaluation) -> dict[str, object]:
+def evaluation_metadata(ev: LinkEvaluation) -> dict[str, RawMetadataValue]:
     return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in ev.model_dump().items() if v is not None}

@@ -7,6 +7,7 @@ units of parallelism: a run targets one of them, and assets downstream of the pa
 
 import warnings
 from collections.abc import Sequence
+from typing import TypedDict
 
 import dagster as dg
 
@@ -30,6 +31,17 @@ patent_years = dg.DynamicPartitionsDefinition(name=PATENT_YEARS)
 
 PATENT_BACKFILL = dg.BackfillPolicy.single_run()
 """All selected years in one run: the source is read once and split by year on write."""
+
+
+class Partitioned(TypedDict):
+    """`@asset` arguments of an asset partitioned by device or by grant year."""
+
+    partitions_def: dg.DynamicPartitionsDefinition
+    backfill_policy: dg.BackfillPolicy
+
+
+DEVICE_PARTITIONED = Partitioned(partitions_def=pma_devices, backfill_policy=DEVICE_BACKFILL)
+YEAR_PARTITIONED = Partitioned(partitions_def=patent_years, backfill_policy=PATENT_BACKFILL)
 
 EVERY_PARTITION = dg.AllPartitionMapping()
 """How an asset reads another one whole: device-level and corpus-level assets read patent-side

@@ -10,11 +10,8 @@ from meddevkg_core.patent_years import with_year_key
 from meddevkg_core.pipeline import documents
 from meddevkg_dagster.assets.sources import ontology_from_table
 from meddevkg_dagster.lib import log_progress, stopwatch, stored_table, table_metadata
-from meddevkg_dagster.partitions import DEVICE_BACKFILL, PATENT_BACKFILL, patent_years, pma_devices
+from meddevkg_dagster.partitions import DEVICE_PARTITIONED, YEAR_PARTITIONED
 from meddevkg_dagster.resources import DUCKDB_POOL, GPU_TAG, EmbeddingModelResource
-
-DEVICE_PARTITIONED = {"partitions_def": pma_devices, "backfill_policy": DEVICE_BACKFILL}
-YEAR_PARTITIONED = {"partitions_def": patent_years, "backfill_policy": PATENT_BACKFILL}
 
 
 def _by_device(schema: pl.Schema) -> dict[str, object]:
@@ -22,10 +19,11 @@ def _by_device(schema: pl.Schema) -> dict[str, object]:
 
 
 def _by_patent_year(schema: pl.Schema) -> dict[str, object]:
-    return stored_table(pl.Schema({**schema, "patent_year": pl.String}), partition_expr="patent_year")
+    return stored_table(pl.Schema({**schema, "patent_year": pl.String()}), partition_expr="patent_year")
 
 
-def _mentions(context: dg.AssetExecutionContext, docs: pl.DataFrame, meddevonto: pl.DataFrame) -> dg.Output:
+def _mentions(context: dg.AssetExecutionContext, docs: pl.DataFrame,
+              meddevonto: pl.DataFrame) -> dg.Output[pl.DataFrame]:
     with stopwatch() as t:
         result = extract_mentions(docs, ontology_from_table(meddevonto), load_spacy_pipeline(),
                                   progress=log_progress(context, "documents"))
@@ -54,7 +52,8 @@ def patent_entities(context: dg.AssetExecutionContext, patents: pl.DataFrame,
     return _by_year(_mentions(context, documents(patents, "pat_id"), meddevonto), patents)
 
 
-def _embeddings(context: dg.AssetExecutionContext, docs: pl.DataFrame, model: EmbeddingModelResource) -> dg.Output:
+def _embeddings(context: dg.AssetExecutionContext, docs: pl.DataFrame,
+                model: EmbeddingModelResource) -> dg.Output[pl.DataFrame]:
     encoder = model.encoder()
     with stopwatch() as t:
         out = embed_documents(docs, encoder, model.cache(), progress=log_progress(context, "texts"))
@@ -79,6 +78,6 @@ def patent_embeddings(context: dg.AssetExecutionContext, patents: pl.DataFrame,
     return _by_year(_embeddings(context, documents(patents, "pat_id"), embedding_model), patents)
 
 
-def _by_year(output: dg.Output, patents: pl.DataFrame) -> dg.Output:
+def _by_year(output: dg.Output[pl.DataFrame], patents: pl.DataFrame) -> dg.Output[pl.DataFrame]:
     """The rows with their patent's year key: the column the year partitions are stored by."""
     return dg.Output(with_year_key(output.value, patents, "doc_id"), metadata=output.metadata)

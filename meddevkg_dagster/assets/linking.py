@@ -15,12 +15,7 @@ from meddevkg_core.text_adapter import Vectors
 from meddevkg_core.training_pairs import training_pairs as build_training_pairs
 from meddevkg_dagster.assets.sources import ontology_from_table
 from meddevkg_dagster.lib import log_progress, partition_keys, stopwatch, stored_table, table_metadata
-from meddevkg_dagster.partitions import (
-    DEVICE_BACKFILL,
-    EVERY_PARTITION,
-    every_partition,
-    pma_devices,
-)
+from meddevkg_dagster.partitions import DEVICE_PARTITIONED, EVERY_PARTITION, every_partition
 from meddevkg_dagster.resources import (
     DUCKDB_POOL,
     GPU_TAG,
@@ -31,7 +26,6 @@ from meddevkg_dagster.resources import (
     SourcesResource,
 )
 
-DEVICE_PARTITIONED = {"partitions_def": pma_devices, "backfill_policy": DEVICE_BACKFILL}
 POOL_KEYS = dg.AssetIn(metadata={"columns": ["fda_id", "pat_id"]})
 """The pool's pair keys only: the cross-encoder reads the texts from the device and patent tables."""
 

@@ -7,7 +7,7 @@ import dagster as dg
 import polars as pl
 
 from meddevkg_core.atomic_files import replaced_files
-from meddevkg_core.baselines import CompanyScorer, CosineScorer, run_scorer
+from meddevkg_core.baselines import CompanyScorer, CosineScorer, Scorer, run_scorer
 from meddevkg_core.curves import pairs_for_recall
 from meddevkg_core.embeddings import embedding_matrix
 from meddevkg_core.evaluation import evaluate_links, evaluation_frame
@@ -73,9 +73,9 @@ def link_evaluation(context: dg.AssetExecutionContext, corpus: CorpusResource, s
         inputs = stage2_inputs_of(corpus, sources, config, pma_documents, pma_supplements, patents,
                                   device_embeddings, patent_embeddings, device_entities, patent_entities, meddevonto)
         ids, pids, matches = inputs.device_ids, inputs.patent_ids, inputs.company_matches
-        baselines = {"sbert_cosine": CosineScorer.of(embedding_matrix(device_embeddings)[1],
-                                                     embedding_matrix(patent_embeddings)[1]),
-                     "company_only": CompanyScorer.from_matches(matches, ids, pids)}
+        baselines: dict[str, Scorer] = {"sbert_cosine": CosineScorer.of(embedding_matrix(device_embeddings)[1],
+                                                                       embedding_matrix(patent_embeddings)[1]),
+                                         "company_only": CompanyScorer.from_matches(matches, ids, pids)}
         runs = {**pipeline_runs(inputs, FoldModels.from_frame(reranker_model), cross_encoder_scores, config,
                                 gold_links, candidate_pool),
                 **{name: run_scorer(s, ids, pids, gold_links) for name, s in baselines.items()}}

@@ -94,7 +94,7 @@ def pma_documents(context: dg.AssetExecutionContext, corpus: CorpusResource, sou
                                            "linked to; one partition per grant year."),
         "patent_quarantine": dg.AssetOut(group_name=GROUP, kinds={"polars", "duckdb"},
                                          metadata=stored_table(pl.Schema({**schemas.REJECTED_RECORDS,
-                                                                          "patent_year": pl.String}),
+                                                                          "patent_year": pl.String()}),
                                                                partition_expr="patent_year"),
                                          description="Patent source rows that failed validation, with the reason "
                                                      "(stored under the year of the patent they name)."),
@@ -109,6 +109,7 @@ def patents(context: dg.AssetExecutionContext, corpus: CorpusResource, sources: 
         if src.patent_source == "patentsview_bulk":
             from meddevkg_core.sources.patentsview_bulk import build_patent_table
 
+            assert src.patentsview_bulk_dir  # checked() requires it for this source
             # the selected years only: a weekly refresh of this year no longer builds every year's rows
             table = build_patent_table(src.patentsview_bulk_dir, grant_years=grant_year_bounds(keys))
             found, quarantine, stats = table.patents, table.rejected, table.stats.as_metadata()
@@ -142,6 +143,7 @@ def _patents_from_api(src: SourcesResource, keys: list[str]) -> tuple[pl.DataFra
 
     from meddevkg_core.sources.patentsview_api import PatentSearchConfig, fetch_patents_granted, open_client
 
+    assert src.patents_granted_since  # checked() requires it for this source
     config = PatentSearchConfig(api_key=SecretStr(src.patentsview_api_key) if src.patentsview_api_key else None)
     since, today = date.fromisoformat(src.patents_granted_since), date.today()
     span = year_span(keys, since, today) if keys else (since, today)
