@@ -59,7 +59,6 @@ def _unique_keys(assets_def: dg.AssetsDefinition, asset: str, keys: list[str]) -
         return dg.AssetCheckResult(passed=nulls == 0 and dupes == 0, metadata={
             "rows_checked": n, "scope": scope, "null_keys": nulls, "duplicate_keys": dupes})
 
-    check.__name__ = name
     return check
 
 
@@ -77,7 +76,6 @@ def _embeddings_complete(asset: str) -> dg.AssetChecksDefinition:
         return dg.AssetCheckResult(passed=nulls == 0 and len(dims) <= 1 and 0 not in dims, metadata={
             "rows_checked": n, "scope": WHOLE_TABLE, "null_vectors": nulls, "dimensions": str(dims)})
 
-    check.__name__ = name
     return check
 
 

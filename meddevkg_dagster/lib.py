@@ -14,7 +14,7 @@ from meddevkg_core.evaluation import LinkEvaluation
 from meddevkg_core.progress import ThrottledReporter
 
 
-def partition_keys(context: dg.AssetExecutionContext) -> list[str]:
+def partition_keys(context: dg.AssetExecutionContext | dg.OpExecutionContext) -> list[str]:
     """The partition keys (devices or patent years) this run materialises (all of them in a single-run backfill)."""
     return sorted(context.partition_keys) if context.has_partition_key_range or context.has_partition_key else []
 
