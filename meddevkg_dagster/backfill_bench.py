@@ -74,7 +74,8 @@ def replicate_patent_tables(con: duckdb.DuckDBPyConnection, copies: int) -> int:
                     f"else {key} || '~' || i end as {key}) from original, range({copies}) copy(i)")
         con.execute("drop table original")
     con.commit()
-    return con.sql("select count(*) from meddevkg.patents").fetchone()[0]
+    [(patents,)] = con.sql("select count(*) from meddevkg.patents").fetchall()
+    return patents
 
 
 @contextmanager
@@ -103,7 +104,9 @@ def run_backfill_bench(corpus_dir: Path, runs: int = 3, patent_copies: int = 1) 
 
     instance = dg.DagsterInstance.get()
     keys = instance.get_dynamic_partitions(PMA_DEVICES)
-    database = setting_value(defs.resources["io_manager"].database)
+    resources = defs.resources
+    assert resources is not None  # build_definitions always gives the resources
+    database = setting_value(resources["io_manager"].database)
     if patent_copies > 1:
         with duckdb.connect(str(database)) as con:
             replicate_patent_tables(con, patent_copies)
@@ -116,7 +119,7 @@ def run_backfill_bench(corpus_dir: Path, runs: int = 3, patent_copies: int = 1) 
     wall: dict[str, list[float]] = {"dagster": [], "core": []}
     cpu: dict[str, list[float]] = {"dagster": [], "core": []}
     links = 0
-    needed = {k: defs.resources[k] for k in ("corpus", "embedding_model", "pipeline_config", "cross_encoder")}
+    needed = {k: resources[k] for k in ("corpus", "embedding_model", "pipeline_config", "cross_encoder")}
     with dg.build_resources(needed) as resolved:  # EnvVar settings resolved as a run resolves them
         for _ in range(runs):
             with _timed(wall["dagster"], cpu["dagster"]):

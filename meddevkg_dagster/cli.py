@@ -58,8 +58,8 @@ def ensure_store_schema(db: Path) -> None:
         con.execute("create schema if not exists meddevkg_meta")
         con.execute("create table if not exists meddevkg_meta.store (schema_fingerprint varchar)")
         stamp = con.execute("select schema_fingerprint from meddevkg_meta.store").fetchone()
-        tables = con.execute(
-            "select count(*) from information_schema.tables where table_schema = 'meddevkg'").fetchone()[0]
+        [(tables,)] = con.execute(
+            "select count(*) from information_schema.tables where table_schema = 'meddevkg'").fetchall()
         if stamp and stamp[0] == fingerprint():
             return
         if tables:
@@ -83,7 +83,9 @@ def materialize_corpus(corpus_dir: Path | None = None) -> dict[str, str]:
     from meddevkg_dagster.partitions import PATENT_YEARS, PMA_DEVICES, range_tags
     from meddevkg_dagster.resources import setting_value
 
-    corpus_path = setting_value(defs.resources["corpus"].path)
+    resources = defs.resources
+    assert resources is not None  # build_definitions always gives the resources
+    corpus_path = setting_value(resources["corpus"].path)
     wanted = os.environ.get("MEDDEVKG_CORPUS")
     if wanted and Path(wanted).resolve() != Path(corpus_path).resolve():  # never run another corpus silently
         raise RuntimeError(f"this process's Dagster definitions were built for the corpus {corpus_path}, not "
@@ -97,7 +99,7 @@ def materialize_corpus(corpus_dir: Path | None = None) -> dict[str, str]:
     if not set(keys) <= set(devices):
         raise SystemExit(f"the instance has device partitions the corpus lacks ({len(set(keys) - set(devices))}); "
                          "use a separate MEDDEVKG_HOME per corpus")
-    ensure_store_schema(Path(setting_value(defs.resources["io_manager"].database)))
+    ensure_store_schema(Path(setting_value(resources["io_manager"].database)))
     run_ids = []
     for job, part in (("patents_job", years), ("meddevkg_job", keys)):
         result = defs.resolve_job_def(job).execute_in_process(
@@ -697,9 +699,9 @@ def remove_partitions(instance, definition, keys: list[str], db: Path) -> dict[s
                 con.begin()
                 for table, expr in tables.items():
                     if table in stored:
-                        deleted[table] = con.execute(
+                        [(deleted[table],)] = con.execute(  # its one row: the number deleted
                             f'delete from {WAREHOUSE_SCHEMA}."{table}" '
-                            f"where list_contains(?::varchar[], cast({expr} as varchar))", [keys]).fetchone()[0]
+                            f"where list_contains(?::varchar[], cast({expr} as varchar))", [keys]).fetchall()
                 con.commit()
         except duckdb.Error as exc:
             raise SystemExit(f"{db}: no row or partition was removed ({exc})") from exc
