@@ -28,7 +28,7 @@ def _mentions(context: dg.AssetExecutionContext, docs: pl.DataFrame,
         result = extract_mentions(docs, ontology_from_table(meddevonto), load_spacy_pipeline(),
                                   progress=log_progress(context, "documents"))
     m = result.mentions
-    tiers = m.group_by("map_tier").len()
+    tiers = m.group_by("map_tier").len().sort("map_tier")  # group_by's order changes per call
     coverage = {f"coverage_{tier}": round(n / max(1, m.height), 4) for tier, n in tiers.iter_rows()}
     context.log.info(f"extracted {m.height} mentions from {docs.height} documents in {t['seconds']}s")
     return dg.Output(m, metadata=table_metadata(

@@ -40,7 +40,7 @@ def company_dictionary(pma_documents: pl.DataFrame, patents: pl.DataFrame,
     """Every raw applicant/assignee name -> canonical company id, with how it was resolved."""
     names = pl.concat([pma_documents["applicant"], patents["assignee"].str.split("; ").explode()]).drop_nulls()
     out = build_company_dictionary(names.unique().sort().to_list(), corpus.resolver())
-    by_method = dict(out.group_by("method").len().iter_rows())
+    by_method = dict(out.group_by("method").len().sort("method").iter_rows())
     return dg.Output(out, metadata=table_metadata(out, companies=out["company_id"].n_unique(),
                                                   **{f"method_{k}": v for k, v in by_method.items()}))
 
@@ -90,7 +90,7 @@ def candidate_pool(context: dg.AssetExecutionContext, corpus: CorpusResource, so
         del inputs  # vectors and entity index go before the pool is assembled (see collect_candidates)
         pool = parts.to_frame()
     pairs = len(batch) * patents.height
-    admitted = dict(pool.group_by("admitted_by").len().iter_rows())
+    admitted = dict(pool.group_by("admitted_by").len().sort("admitted_by").iter_rows())
     context.log.info(f"scored {pairs} pairs in {t['seconds']}s; kept {pool.height}")
     return dg.Output(pool, metadata=table_metadata(
         pool, pairs_scored=pairs, share_kept=round(pool.height / max(1, pairs), 5), seconds=t["seconds"],

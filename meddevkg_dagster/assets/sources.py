@@ -166,7 +166,7 @@ def rejected_records(corpus: CorpusResource) -> dg.Output[pl.DataFrame]:
     """Quarantine: every corpus row that failed validation, with the reason (nothing is dropped),
     the rows of the corpus's own company tables included."""
     out = pl.concat([corpus.load().rejected, corpus.resolver().rejected])
-    reasons = out.group_by("reason").len().sort("len", descending=True)
+    reasons = out.group_by("reason").len().sort("len", "reason", descending=[True, False])
     return dg.Output(out, metadata=table_metadata(
         out, by_reason=dg.MetadataValue.md(_markdown(reasons)) if out.height else None))
 

@@ -59,6 +59,10 @@ def test_full_graph_materialises_with_checks_and_metadata(harness):
 
     mats = _materialized(result)
     assert "pool_recall" in mats["link_evaluation"]
+    for asset, prefix in (("candidate_pool", "admitted_"), ("device_entities", "coverage_"),
+                          ("company_dictionary", "method_")):  # counted by group_by, listed in one order
+        listed = [k for k in mats[asset] if k.startswith(prefix)]
+        assert len(listed) > 1 and listed == sorted(listed), asset
     assert mats["reranker_model"]["text_adapter"].value is False
     assert mats["reranker_model"]["known_links"].value > 0 and mats["reranker_model"]["known_link_devices"].value > 0
     model = mats["reranker_model"]
