@@ -25,6 +25,7 @@ from meddevkg_core.dossier import load_supplements
 from meddevkg_core.embeddings import EmbeddingCache, Encoder, load_embedding_model
 from meddevkg_core.home import home_dir
 from meddevkg_core.packaged_models import default_models_dir
+from meddevkg_core.sources.patentsview import parse_iso_date
 from meddevkg_core.terminologies import TerminologyConfig
 from meddevkg_dagster.io_manager import MeddevkgDuckDBIOManager
 
@@ -296,9 +297,14 @@ class SourcesResource(dg.ConfigurableResource):
             raise dg.Failure(f"MEDDEVKG_PATENT_SOURCE={self.patent_source!r}: expected one of {PATENT_SOURCES}")
         if self.patent_source == "patentsview_bulk" and not self.patentsview_bulk_dir:
             raise dg.Failure("MEDDEVKG_PATENT_SOURCE=patentsview_bulk needs MEDDEVKG_PATENTSVIEW_BULK_DIR")
-        if self.patent_source == "patentsview_api" and not self.patents_granted_since:
+        if self.patent_source == "patentsview_api" and not (self.patents_granted_since or "").strip():
             raise dg.Failure(
                 "MEDDEVKG_PATENT_SOURCE=patentsview_api needs MEDDEVKG_PATENTS_GRANTED_SINCE (YYYY-MM-DD)")
+        if self.patents_granted_since:
+            try:
+                parse_iso_date(self.patents_granted_since)
+            except ValueError as exc:
+                raise dg.Failure(f"MEDDEVKG_PATENTS_GRANTED_SINCE: {exc}") from None
         return self
 
 

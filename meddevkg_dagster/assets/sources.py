@@ -141,11 +141,13 @@ def _patents_from_api(src: SourcesResource, keys: list[str]) -> tuple[pl.DataFra
 
     from pydantic import SecretStr
 
+    from meddevkg_core.sources.patentsview import parse_iso_date
     from meddevkg_core.sources.patentsview_api import PatentSearchConfig, fetch_patents_granted, open_client
 
-    assert src.patents_granted_since  # checked() requires it for this source
+    since = parse_iso_date(src.patents_granted_since)
+    assert since is not None  # checked() requires a date for this source
     config = PatentSearchConfig(api_key=SecretStr(src.patentsview_api_key) if src.patentsview_api_key else None)
-    since, today = date.fromisoformat(src.patents_granted_since), date.today()
+    today = date.today()
     span = year_span(keys, since, today) if keys else (since, today)
     if span is None:
         return schemas.empty(schemas.PATENTS), schemas.empty(schemas.REJECTED_RECORDS), {"requests": 0}

@@ -140,3 +140,14 @@ def test_a_year_from_patentsview_bulk_files_builds_that_years_grants_only(harnes
     [event] = [e for e in result.get_asset_materialization_events() if e.asset_key.path == ["patents"]]
     metadata = event.materialization.metadata
     assert metadata["read"].value == 1  # the other years' grants are left out while the files stream by
+
+
+@pytest.mark.parametrize("since", ["2024/01/01", "01-01-2024", " "])
+def test_a_malformed_patents_granted_since_fails_naming_the_variable(harness, since):
+    from meddevkg_dagster.resources import SourcesResource
+
+    harness.resources["sources"] = SourcesResource(patent_source="patentsview_api", patents_granted_since=since)
+    harness.instance.add_dynamic_partitions("patent_years", ["2024"])
+    result = harness.materialize(dg.AssetSelection.assets("patents", "patent_quarantine"), partition_key="2024")
+    [failure] = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    assert "MEDDEVKG_PATENTS_GRANTED_SINCE" in failure.event_specific_data.error.message
