@@ -25,6 +25,7 @@ from meddevkg_core.applications import (
 DEVICE_COLS = ("fda_id", "applicant", "trade_name", "generic_name", "product_code", "decision_date")
 PATENT_COLS = ("pat_id", "title", "assignee", "grant_date", "filing_date")
 LINK_COLS = ("fda_id", "pat_id", "rank", "probability", "decision", "evidence")
+LINK_REQUIRED = ("fda_id", "pat_id", "probability", "decision")  # what every application reads
 """`rank` is the device's final order (schemas.LINKS): the applications list a device's patents by it."""
 
 
@@ -77,13 +78,28 @@ def corpus_of(out_dir: Path) -> Path | None:
     written = [r for r in (out_dir / "report.json", out_dir / "summary.json") if r.is_file()]
     if written:
         report = max(written, key=lambda r: r.stat().st_mtime_ns)
-        path = (json.loads(report.read_text()).get("corpus") or {}).get("path")
-        if path:
+        if path := _reported_corpus_path(report):
             for base in (Path.cwd(), out_dir, out_dir.parent):
                 if (base / path).is_dir() and any((base / path).glob("devices.*")):
                     return (base / path).resolve()
     env = os.environ.get("MEDDEVKG_CORPUS")
     return Path(env) if env else None
+
+
+def _reported_corpus_path(report: Path) -> str | None:
+    """`corpus.path` of a report; one that cannot be read as `run` or `benchmark` wrote it is an
+    error naming the file, not a traceback (a report without the key predates it: None)."""
+    try:
+        body = json.loads(report.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{report}: not a run or benchmark report ({exc}); name the corpus with --corpus") from None
+    corpus = body.get("corpus") if isinstance(body, dict) else None
+    path = corpus.get("path") if isinstance(corpus, dict) else None
+    if not isinstance(body, dict) or corpus is not None and not (isinstance(corpus, dict) and
+                                                                   isinstance(path, str | None)):
+        raise ValueError(f"{report}: not a run or benchmark report (no corpus path in "
+                         f"{json.dumps(body)[:80]}); name the corpus with --corpus")
+    return path
 
 
 def from_output_dir(out_dir: str | Path, corpus_dir: str | Path | None = None) -> AppTables:
@@ -93,6 +109,8 @@ def from_output_dir(out_dir: str | Path, corpus_dir: str | Path | None = None) -
     out = Path(out_dir)
     if not (out / "links.parquet").is_file():
         raise FileNotFoundError(f"{out}: no links.parquet (a `meddevkg run` or `meddevkg benchmark` output)")
+    if missing := [c for c in LINK_REQUIRED if c not in pl.read_parquet_schema(out / "links.parquet")]:
+        raise ValueError(f"{out / 'links.parquet'}: not the links of a run or benchmark (no {', '.join(missing)})")
     links = _pick(pl.read_parquet(out / "links.parquet"), LINK_COLS)
     paths = _no_paths()
     for name in ("candidates.parquet", "company_matches.parquet"):

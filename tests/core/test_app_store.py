@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 import os
 
-from meddevkg_core.app_store import corpus_of
+import polars as pl
+import pytest
+
+from meddevkg_core.app_store import corpus_of, from_output_dir
 
 
 def test_a_directory_written_by_benchmark_then_run_names_the_runs_corpus(tmp_path, monkeypatch):
@@ -21,3 +24,23 @@ def test_a_directory_written_by_benchmark_then_run_names_the_runs_corpus(tmp_pat
     assert corpus_of(out) == tmp_path / "b"
     os.utime(out / "summary.json", ns=(1, 1))  # and the other way round
     assert corpus_of(out) == tmp_path / "a"
+
+
+@pytest.mark.parametrize("body", ["{not json", '{"corpus": "x"}', '{"corpus": {"path": 3}}', "[1]"])
+def test_a_report_that_no_run_wrote_is_named_instead_of_a_traceback(tmp_path, body):
+    (tmp_path / "report.json").write_text(body)
+    with pytest.raises(ValueError, match=r"report\.json: not a run or benchmark report .*--corpus"):
+        corpus_of(tmp_path)
+
+
+def test_a_report_without_a_corpus_falls_back_to_the_variable(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEDDEVKG_CORPUS", str(tmp_path / "c"))
+    (tmp_path / "report.json").write_text('{"corpus": {"path": null}, "R@10": 0.5}')
+    assert corpus_of(tmp_path) == tmp_path / "c"
+
+
+def test_links_without_the_columns_the_applications_read_are_named(tmp_path):
+    pl.DataFrame({"fda_id": ["P1"], "pat_id": ["1"]}).write_parquet(tmp_path / "links.parquet")
+    with pytest.raises(ValueError, match=r"links\.parquet: not the links of a run or benchmark "
+                                         r"\(no probability, decision\)"):
+        from_output_dir(tmp_path)
