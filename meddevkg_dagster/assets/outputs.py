@@ -27,13 +27,7 @@ from meddevkg_dagster.resources import DUCKDB_POOL, CorpusResource, PipelineConf
 def meddevkg(pma_documents: pl.DataFrame, patents: pl.DataFrame, reranked_links: pl.DataFrame,
              company_dictionary: pl.DataFrame, device_entities: pl.DataFrame, patent_entities: pl.DataFrame,
              meddevonto: pl.DataFrame, corpus: CorpusResource) -> dg.Output[pl.DataFrame]:
-    """The knowledge graph: Device, Patent, Company, Concept nodes and their edges in one table.
-
-    Also exported under MEDDEVKG_HOME/graph_export as Parquet and as neo4j-admin import CSVs
-    (with import.sh), so the graph loads into Neo4j without going through DuckDB.
-    """
-    from meddevkg_core.graph_export import export_graph
-
+    """The knowledge graph: Device, Patent, Company, Concept nodes and their edges in one table."""
     onto = ontology_from_table(meddevonto)
     resolver = corpus.resolver()
     graph = build_graph(pma_documents, patents, reranked_links, company_dictionary, resolver.acquisitions,
@@ -42,9 +36,22 @@ def meddevkg(pma_documents: pl.DataFrame, patents: pl.DataFrame, reranked_links:
     if (bad := dangling_edges(graph)).height:
         raise dg.Failure(f"{bad.height} graph edges point to missing nodes, e.g. {bad['id'][0]}")
     counts = dict(graph.group_by("label").len().iter_rows())
-    export = export_graph(graph, home_dir() / "graph_export")
-    return dg.Output(graph, metadata=table_metadata(
-        graph, **{f"count_{k}": v for k, v in sorted(counts.items())},
+    return dg.Output(graph, metadata=table_metadata(graph, **{f"count_{k}": v for k, v in sorted(counts.items())}))
+
+
+@dg.asset(group_name="graph", pool=DUCKDB_POOL, kinds={"neo4j", "parquet"})
+def graph_export(meddevkg: pl.DataFrame) -> dg.MaterializeResult:
+    """The stored graph under MEDDEVKG_HOME/graph_export as Parquet and as neo4j-admin import CSVs
+    (with import.sh), so it loads into Neo4j without going through DuckDB.
+
+    A step of its own, reading the stored table, so the files change only once the `meddevkg` table
+    is stored: a failed store leaves the previous export beside the previous table. Its product is
+    the files, so it stores no table.
+    """
+    from meddevkg_core.graph_export import export_graph
+
+    export = export_graph(meddevkg, home_dir() / "graph_export")
+    return dg.MaterializeResult(metadata=dict(
         export_dir=dg.MetadataValue.path(export["directory"]),
         export_nodes=sum(export["nodes"].values()), export_relationships=sum(export["relationships"].values()),
         neo4j_import=dg.MetadataValue.md(f"`{export['command']}` (run in the export directory, or `sh import.sh`)")))

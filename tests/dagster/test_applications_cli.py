@@ -1,10 +1,11 @@
-"""The demo materialised once: the `meddevkg` asset's graph export, and the application commands on its store."""
+"""The demo materialised once: the `graph_export` asset's files, and the application commands on its store."""
 
 from __future__ import annotations
 
 import shlex
 import subprocess
 
+import duckdb
 import polars as pl
 import pytest
 
@@ -29,16 +30,20 @@ def demo(tmp_path_factory):
         assert result.success
         meta = {e.event_specific_data.materialization.asset_key.to_user_string():
                 e.event_specific_data.materialization.metadata for e in result.get_asset_materialization_events()}
-        yield harness, meta["meddevkg"], root / "home"
+        yield harness, meta, root / "home"
 
 
-def test_the_graph_asset_exports_neo4j_admin_files_under_meddevkg_home(demo):
-    harness, meta, home = demo
-    out = home / "graph_export"
+def test_the_graph_export_asset_writes_neo4j_admin_files_under_meddevkg_home(demo):
+    harness, mats, home = demo
+    meta, out = mats["graph_export"], home / "graph_export"
+    assert "count_Device" in mats["meddevkg"] and "export_dir" not in mats["meddevkg"]
+    assert "neo4j-admin database import full" in meta["neo4j_import"].value
     assert meta["export_dir"].value == str(out)
     graph = harness.table("meddevkg")
     assert {"APPLIED_BY", "MENTIONS", "IS_A"} <= set(graph["label"])
     check_export_dir(graph, out)
+    with pytest.raises(duckdb.CatalogException):  # its product is the files: no table beside them
+        harness.table("graph_export")
     assert meta["export_nodes"].value == graph.filter(pl.col("element") == "node").height
     assert meta["export_relationships"].value == graph.filter(pl.col("element") == "edge").height
     acquired = pl.read_csv(out / "relationships_ACQUIRED.csv", try_parse_dates=True)

@@ -127,6 +127,32 @@ def test_a_source_step_failing_at_its_last_output_runs_no_reader_of_the_first(ha
     assert {"pma_documents", "pma_quarantine"} <= device_run  # stored before the failure
 
 
+def test_a_graph_that_fails_to_be_stored_leaves_the_previous_export(harness, tmp_path, monkeypatch):
+    """The export is written from the stored `meddevkg` table: when storing it fails, the previous
+    export stays as it was, beside the previous table, and the run fails."""
+    from meddevkg_dagster.io_manager import PartitionRangePolarsTypeHandler
+
+    monkeypatch.setenv("MEDDEVKG_HOME", str(tmp_path / "home"))
+    export = tmp_path / "home" / "graph_export"
+    export.mkdir(parents=True)
+    previous = {"nodes.parquet": b"previous nodes", "import.sh": b"previous import.sh"}
+    for name, content in previous.items():
+        (export / name).write_bytes(content)
+    store = PartitionRangePolarsTypeHandler.handle_output
+
+    def fails_for_the_graph(self, context, table_slice, obj, connection):
+        if context.asset_key.to_user_string() == "meddevkg":
+            raise OSError("disk full")
+        return store(self, context, table_slice, obj, connection)
+
+    monkeypatch.setattr(PartitionRangePolarsTypeHandler, "handle_output", fails_for_the_graph)
+    keys = _all_devices(harness)
+    result = harness.materialize(partition_range=(keys[0], keys[-1]))
+    assert not result.success
+    assert {p.name: p.read_bytes() for p in export.iterdir()} == previous
+    assert not {"meddevkg", "graph_export"} & set(_materialized(result))
+
+
 def test_device_steps_read_only_the_patent_data_they_use(harness):
     """Without a cross-encoder no patent text is read; with the text adapters on, the reranker reads
     the vectors of each device's top pairs from the store (rank_pool's test: the same ranks as with

@@ -12,8 +12,8 @@ REPO = Path(__file__).resolve().parents[2]
 EXPECTED_ASSETS = {
     "pma_documents", "patents", "gold_links", "rejected_records", "company_dictionary", "meddevonto",
     "device_entities", "patent_entities", "device_embeddings", "patent_embeddings", "candidate_pool",
-    "cross_encoder_scores", "training_pairs", "reranker_model", "reranked_links", "meddevkg", "link_evaluation",
-    "pma_quarantine", "pma_supplements", "patent_quarantine", "ontology_quarantine",
+    "cross_encoder_scores", "training_pairs", "reranker_model", "reranked_links", "meddevkg", "graph_export",
+    "link_evaluation", "pma_quarantine", "pma_supplements", "patent_quarantine", "ontology_quarantine",
 }
 DEVICE_ASSETS = {"pma_documents", "pma_quarantine", "pma_supplements", "device_entities", "device_embeddings",
                  "candidate_pool", "cross_encoder_scores", "reranked_links"}

@@ -29,7 +29,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 GROUPS = ["sources", "ontology", "entities", "embeddings", "companies", "candidates", "rerank", "graph", "evaluation"]
-KEY_ASSETS = ["pma_documents", "candidate_pool", "reranked_links", "link_evaluation", "meddevkg"]
+KEY_ASSETS = ["pma_documents", "candidate_pool", "reranked_links", "link_evaluation", "meddevkg", "graph_export"]
 PLOTS = ["recall_volume_plot", "rank_distribution_plot"]
 WIDTH, HEIGHT = 1600, 1000
 
