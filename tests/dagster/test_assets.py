@@ -102,19 +102,24 @@ def test_an_evaluation_that_fails_midway_leaves_both_previous_plots(harness, tmp
         "recall_volume.png": b"previous recall_volume.png", "rank_distribution.png": b"previous rank_distribution.png"}
 
 
-def test_a_source_step_failing_at_its_last_output_runs_no_reader_of_the_first(harness, monkeypatch):
-    """pma_documents is stored before pma_supplements fails: the step fails, so no step that reads
-    the new devices runs beside the old supplements (two single-output steps would let them)."""
+def _storing_fails_for(asset: str, monkeypatch) -> None:
+    """The IO manager fails to store `asset` (a full disk), and stores every other output."""
     from meddevkg_dagster.io_manager import PartitionRangePolarsTypeHandler
 
     store = PartitionRangePolarsTypeHandler.handle_output
 
-    def fails_for_supplements(self, context, table_slice, obj, connection):
-        if context.asset_key.to_user_string() == "pma_supplements":
+    def fails(self, context, table_slice, obj, connection):
+        if context.asset_key.to_user_string() == asset:
             raise OSError("disk full")
         return store(self, context, table_slice, obj, connection)
 
-    monkeypatch.setattr(PartitionRangePolarsTypeHandler, "handle_output", fails_for_supplements)
+    monkeypatch.setattr(PartitionRangePolarsTypeHandler, "handle_output", fails)
+
+
+def test_a_source_step_failing_at_its_last_output_runs_no_reader_of_the_first(harness, monkeypatch):
+    """pma_documents is stored before pma_supplements fails: the step fails, so no step that reads
+    the new devices runs beside the old supplements (two single-output steps would let them)."""
+    _storing_fails_for("pma_supplements", monkeypatch)
     keys = _all_devices(harness)
     result = harness.materialize(partition_range=(keys[0], keys[-1]))
     assert not result.success
@@ -130,22 +135,13 @@ def test_a_source_step_failing_at_its_last_output_runs_no_reader_of_the_first(ha
 def test_a_graph_that_fails_to_be_stored_leaves_the_previous_export(harness, tmp_path, monkeypatch):
     """The export is written from the stored `meddevkg` table: when storing it fails, the previous
     export stays as it was, beside the previous table, and the run fails."""
-    from meddevkg_dagster.io_manager import PartitionRangePolarsTypeHandler
-
     monkeypatch.setenv("MEDDEVKG_HOME", str(tmp_path / "home"))
     export = tmp_path / "home" / "graph_export"
     export.mkdir(parents=True)
     previous = {"nodes.parquet": b"previous nodes", "import.sh": b"previous import.sh"}
     for name, content in previous.items():
         (export / name).write_bytes(content)
-    store = PartitionRangePolarsTypeHandler.handle_output
-
-    def fails_for_the_graph(self, context, table_slice, obj, connection):
-        if context.asset_key.to_user_string() == "meddevkg":
-            raise OSError("disk full")
-        return store(self, context, table_slice, obj, connection)
-
-    monkeypatch.setattr(PartitionRangePolarsTypeHandler, "handle_output", fails_for_the_graph)
+    _storing_fails_for("meddevkg", monkeypatch)
     keys = _all_devices(harness)
     result = harness.materialize(partition_range=(keys[0], keys[-1]))
     assert not result.success
