@@ -21,12 +21,13 @@ from meddevkg_core.applications import (
     PATENT_NUMBER_RE,
     number_ranges,
 )
+from meddevkg_core.errors import InputError
 
 DEVICE_COLS = ("fda_id", "applicant", "trade_name", "generic_name", "product_code", "decision_date")
 PATENT_COLS = ("pat_id", "title", "assignee", "grant_date", "filing_date")
 LINK_COLS = ("fda_id", "pat_id", "rank", "probability", "decision", "evidence")
-LINK_REQUIRED = ("fda_id", "pat_id", "probability", "decision")  # what every application reads
 """`rank` is the device's final order (schemas.LINKS): the applications list a device's patents by it."""
+LINK_REQUIRED = ("fda_id", "pat_id", "probability", "decision")  # what every application reads
 
 
 @dataclass(frozen=True)
@@ -92,12 +93,12 @@ def _reported_corpus_path(report: Path) -> str | None:
     try:
         body = json.loads(report.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{report}: not a run or benchmark report ({exc}); name the corpus with --corpus") from None
+        raise InputError(f"{report}: not a run or benchmark report ({exc}); name the corpus with --corpus") from None
     corpus = body.get("corpus") if isinstance(body, dict) else None
     path = corpus.get("path") if isinstance(corpus, dict) else None
     if not isinstance(body, dict) or corpus is not None and not (isinstance(corpus, dict) and
                                                                    isinstance(path, str | None)):
-        raise ValueError(f"{report}: not a run or benchmark report (no corpus path in "
+        raise InputError(f"{report}: not a run or benchmark report (no corpus path in "
                          f"{json.dumps(body)[:80]}); name the corpus with --corpus")
     return path
 
@@ -110,7 +111,7 @@ def from_output_dir(out_dir: str | Path, corpus_dir: str | Path | None = None) -
     if not (out / "links.parquet").is_file():
         raise FileNotFoundError(f"{out}: no links.parquet (a `meddevkg run` or `meddevkg benchmark` output)")
     if missing := [c for c in LINK_REQUIRED if c not in pl.read_parquet_schema(out / "links.parquet")]:
-        raise ValueError(f"{out / 'links.parquet'}: not the links of a run or benchmark (no {', '.join(missing)})")
+        raise InputError(f"{out / 'links.parquet'}: not the links of a run or benchmark (no {', '.join(missing)})")
     links = _pick(pl.read_parquet(out / "links.parquet"), LINK_COLS)
     paths = _no_paths()
     for name in ("candidates.parquet", "company_matches.parquet"):

@@ -511,7 +511,7 @@ def _app_tables(args: argparse.Namespace):
 
     try:
         tables = from_output_dir(args.links, args.corpus) if args.links else from_duckdb(args.db or _default_db())
-    except (FileNotFoundError, ValueError) as exc:  # a missing or unreadable run: the error names it
+    except FileNotFoundError as exc:
         raise SystemExit(str(exc)) from exc
     from dataclasses import replace
 

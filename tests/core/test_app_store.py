@@ -9,6 +9,7 @@ import polars as pl
 import pytest
 
 from meddevkg_core.app_store import corpus_of, from_output_dir
+from meddevkg_core.errors import InputError
 
 
 def test_a_directory_written_by_benchmark_then_run_names_the_runs_corpus(tmp_path, monkeypatch):
@@ -29,7 +30,7 @@ def test_a_directory_written_by_benchmark_then_run_names_the_runs_corpus(tmp_pat
 @pytest.mark.parametrize("body", ["{not json", '{"corpus": "x"}', '{"corpus": {"path": 3}}', "[1]"])
 def test_a_report_that_no_run_wrote_is_named_instead_of_a_traceback(tmp_path, body):
     (tmp_path / "report.json").write_text(body)
-    with pytest.raises(ValueError, match=r"report\.json: not a run or benchmark report .*--corpus"):
+    with pytest.raises(InputError, match=r"report\.json: not a run or benchmark report .*--corpus"):
         corpus_of(tmp_path)
 
 
@@ -41,6 +42,6 @@ def test_a_report_without_a_corpus_falls_back_to_the_variable(tmp_path, monkeypa
 
 def test_links_without_the_columns_the_applications_read_are_named(tmp_path):
     pl.DataFrame({"fda_id": ["P1"], "pat_id": ["1"]}).write_parquet(tmp_path / "links.parquet")
-    with pytest.raises(ValueError, match=r"links\.parquet: not the links of a run or benchmark "
+    with pytest.raises(InputError, match=r"links\.parquet: not the links of a run or benchmark "
                                          r"\(no probability, decision\)"):
         from_output_dir(tmp_path)
