@@ -53,9 +53,12 @@ def parse_iso_date(value: str | None) -> date | None:
 
 
 def parse_code(value: object) -> int | None:
-    """An integer code written as 2, "2" or "2.0" (pandas-written floats); empty -> None, else ValueError."""
-    if value is None or isinstance(value, bool):
+    """An integer code written as 2, "2" or "2.0" (pandas-written floats); empty -> None, else ValueError
+    (a JSON boolean too: it is no code, and read as "none" it would silently fail the assignee rule)."""
+    if value is None:
         return None
+    if isinstance(value, bool):
+        raise ValueError(f"a bool, not a code: {value}")
     if isinstance(value, int):
         return value
     text = str(value).strip()

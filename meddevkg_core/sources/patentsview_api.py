@@ -133,7 +133,13 @@ def _nested(record: Mapping[str, Any], group: str) -> list[Mapping[str, Any]]:
 
 
 def _text(value: Any) -> str:
-    return "" if value is None else str(value).strip()
+    """A scalar as stripped text; an object, a list or a boolean raises ValueError, so that the record
+    or entry is quarantined instead of read as its Python repr ("['Heart valve']", "False")."""
+    if value is None:
+        return ""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ValueError(f"a {type(value).__name__}, not text")
+    return str(value).strip()
 
 
 class _Collector:
@@ -153,7 +159,10 @@ class _Collector:
         self.stats.rows_read["records"] += 1
         if not isinstance(record, Mapping):
             return self.reject(where, "not a JSON object", record)
-        patent_id = _text(record.get("patent_id"))
+        try:
+            patent_id = _text(record.get("patent_id"))
+        except ValueError as exc:
+            return self.reject(where, f"bad patent_id ({exc})", record)
         key = f"patent {patent_id}" if patent_id else where
         if not is_patent_id(patent_id):
             return self.reject(key, "missing patent_id" if not patent_id else "malformed patent_id", record)
@@ -163,6 +172,12 @@ class _Collector:
                 raise ValueError("empty")
         except ValueError as exc:
             return self.reject(key, f"bad patent_date ({exc})", record)
+        text: dict[str, str] = {}
+        for name in ("patent_title", "patent_abstract", "patent_type"):
+            try:
+                text[name] = _text(record.get(name))
+            except ValueError as exc:
+                return self.reject(key, f"bad {name} ({exc})", record)
         if patent_id in self.seen:
             self.stats.duplicates += 1
             return self.reject(key, "duplicate patent_id (the first record is kept)", record)
@@ -180,8 +195,12 @@ class _Collector:
             except ValueError as exc:
                 self.reject(key, f"bad assignee_sequence or assignee_type ({exc})", entry)
                 continue
-            name = _text(entry.get("assignee_organization")) or " ".join(
-                _text(entry.get(f"assignee_individual_name_{p}")) for p in ("first", "last")).strip()
+            try:
+                name = _text(entry.get("assignee_organization")) or " ".join(
+                    _text(entry.get(f"assignee_individual_name_{p}")) for p in ("first", "last")).strip()
+            except ValueError as exc:
+                self.reject(key, f"bad assignee name ({exc})", entry)
+                continue
             assignees.append((position if sequence is None else sequence, kind, name))
         cpc: list[tuple[int, str]] = []
         for position, entry in enumerate(_nested(record, "cpc_current")):
@@ -190,17 +209,22 @@ class _Collector:
             except ValueError as exc:
                 self.reject(key, f"bad cpc_sequence ({exc})", entry)
                 continue
-            if _text(entry.get("cpc_group_id")):
-                cpc.append((position if sequence is None else sequence, _text(entry.get("cpc_group_id"))))
-        title = _text(record.get("patent_title"))
+            try:
+                symbol = _text(entry.get("cpc_group_id"))
+            except ValueError as exc:
+                self.reject(key, f"bad cpc_group_id ({exc})", entry)
+                continue
+            if symbol:
+                cpc.append((position if sequence is None else sequence, symbol))
+        title = text["patent_title"]
         reason = self.filter.reject_reason(
-            patent_type=_text(record.get("patent_type")), withdrawn=bool(record.get("withdrawn")), title=title,
+            patent_type=text["patent_type"], withdrawn=bool(record.get("withdrawn")), title=title,
             cpc_codes=[code for _, code in cpc], assignee_types=[kind for _, kind, _ in assignees])
         if reason:
             self.stats.filtered_out[reason] += 1
             return None
         self.parts[patent_id] = PatentParts(
-            patent_id, title, grant_date, abstract=_text(record.get("patent_abstract")) or None,
+            patent_id, title, grant_date, abstract=text["patent_abstract"] or None,
             filing_date=filing_date, cpc=cpc,
             assignees=[(s, n) for s, k, n in assignees if self.filter.admits_assignee(k)])
         return None

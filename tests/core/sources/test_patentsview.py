@@ -512,6 +512,22 @@ def test_duplicate_records_across_pages_keep_the_first():
                                             "page 2 record 2: not a JSON object"]
 
 
+def test_a_field_that_is_not_text_is_quarantined_not_read_as_its_repr():
+    records = [{**_record("11000001", "Mitral clip"), "patent_title": ["Mitral clip"]},
+               {**_record("11000002", "Occluder"), "cpc_current": [{"cpc_sequence": 0, "cpc_group_id": {"id": "A61B"}},
+                                                                   {"cpc_sequence": 1, "cpc_group_id": "A61F2/24"}]},
+               _record("11000003", "Stent", assignees=((0, True, "Abbott"),)),
+               _record("11000004", "Valve", assignees=((0, "2", ["Abbott"]),))]
+    patents, rejected, _ = patents_from_records([records], PatentFilter())
+    assert patents.select("pat_id", "title", "assignee", "cpc_codes").rows() == [
+        ("11000002", "Occluder", "Abbott Cardiovascular", ["A61F2/24"]), ("11000003", "Stent", None, ["A61F2/2418"]),
+        ("11000004", "Valve", None, ["A61F2/2418"])]
+    assert rejected["reason"].to_list() == [
+        "patent 11000001: bad patent_title (a list, not text)", "patent 11000002: bad cpc_group_id (a dict, not text)",
+        "patent 11000003: bad assignee_sequence or assignee_type (a bool, not a code: True)",
+        "patent 11000004: bad assignee name (a list, not text)"]
+
+
 def test_query_restricts_dates_and_types():
     query = granted_between_query(date(2024, 1, 1), date(2024, 1, 7), PatentFilter.paper())
     assert query == {"_and": [{"_gte": {"patent_date": "2024-01-01"}}, {"_lte": {"patent_date": "2024-01-07"}},
