@@ -142,6 +142,11 @@ def _text(value: Any) -> str:
     return str(value).strip()
 
 
+def _withdrawn(value: Any) -> bool:
+    """The withdrawn flag: a JSON boolean, or a code as the bulk tables write it ("0" is not withdrawn)."""
+    return value if isinstance(value, bool) else bool(parse_code(value))
+
+
 class _Collector:
     """Turns API records into PatentParts with the filter applied; bad records are quarantined."""
 
@@ -178,6 +183,10 @@ class _Collector:
                 text[name] = _text(record.get(name))
             except ValueError as exc:
                 return self.reject(key, f"bad {name} ({exc})", record)
+        try:
+            withdrawn = _withdrawn(record.get("withdrawn"))
+        except ValueError as exc:
+            return self.reject(key, f"bad withdrawn flag ({exc})", record)
         if patent_id in self.seen:
             self.stats.duplicates += 1
             return self.reject(key, "duplicate patent_id (the first record is kept)", record)
@@ -218,7 +227,7 @@ class _Collector:
                 cpc.append((position if sequence is None else sequence, symbol))
         title = text["patent_title"]
         reason = self.filter.reject_reason(
-            patent_type=text["patent_type"], withdrawn=bool(record.get("withdrawn")), title=title,
+            patent_type=text["patent_type"], withdrawn=withdrawn, title=title,
             cpc_codes=[code for _, code in cpc], assignee_types=[kind for _, kind, _ in assignees])
         if reason:
             self.stats.filtered_out[reason] += 1

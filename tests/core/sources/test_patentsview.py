@@ -528,6 +528,16 @@ def test_a_field_that_is_not_text_is_quarantined_not_read_as_its_repr():
         "patent 11000004: bad assignee name (a list, not text)"]
 
 
+def test_a_withdrawn_flag_is_read_as_a_code_not_by_truthiness():
+    flags = {"11000001": "0", "11000002": 0, "11000003": True, "11000004": "1", "11000005": "no", "11000006": None}
+    records = [{**_record(pid, "Stent"), "withdrawn": flag} for pid, flag in flags.items()]
+    patents, rejected, stats = patents_from_records([records], PatentFilter())
+    assert patents["pat_id"].to_list() == ["11000001", "11000002", "11000006"]
+    assert dict(stats.filtered_out) == {"withdrawn": 2}
+    assert rejected["reason"].to_list() == [
+        "patent 11000005: bad withdrawn flag (could not convert string to float: 'no')"]
+
+
 def test_query_restricts_dates_and_types():
     query = granted_between_query(date(2024, 1, 1), date(2024, 1, 7), PatentFilter.paper())
     assert query == {"_and": [{"_gte": {"patent_date": "2024-01-01"}}, {"_lte": {"patent_date": "2024-01-07"}},
