@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import date
@@ -40,6 +41,7 @@ API_KEY_ENV = "MEDDEVKG_PATENTSVIEW_API_KEY"
 DEFAULT_BASE_URL = "https://search.patentsview.org/api/v1"
 MAX_PAGE_SIZE = 1000
 REQUESTS_PER_MINUTE = 45.0
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 PATENT_FIELDS: tuple[str, ...] = (
     "patent_id", "patent_type", "patent_title", "patent_abstract", "patent_date",
@@ -134,12 +136,16 @@ def _nested(record: Mapping[str, Any], group: str) -> list[Mapping[str, Any]]:
 
 def _text(value: Any) -> str:
     """A scalar as stripped text; an object, a list or a boolean raises ValueError, so that the record
-    or entry is quarantined instead of read as its Python repr ("['Heart valve']", "False")."""
+    or entry is quarantined instead of read as its Python repr ("['Heart valve']", "False"). So does a
+    lone surrogate (a JSON "\\ud800" escape): no UTF-8 table can hold it."""
     if value is None:
         return ""
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise ValueError(f"a {type(value).__name__}, not text")
-    return str(value).strip()
+    text = str(value).strip()
+    if _SURROGATE.search(text):
+        raise ValueError("not valid Unicode: a lone surrogate")
+    return text
 
 
 def _withdrawn(value: Any) -> bool:

@@ -3,6 +3,7 @@ patent filter, and the PatentSearch API client against a real local server with 
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import zipfile
@@ -526,6 +527,17 @@ def test_a_field_that_is_not_text_is_quarantined_not_read_as_its_repr():
         "patent 11000001: bad patent_title (a list, not text)", "patent 11000002: bad cpc_group_id (a dict, not text)",
         "patent 11000003: bad assignee_sequence or assignee_type (a bool, not a code: True)",
         "patent 11000004: bad assignee name (a list, not text)"]
+
+
+def test_a_lone_surrogate_quarantines_the_record_instead_of_failing_the_table():
+    # json.loads turns a "\ud800" escape into a lone surrogate, which no UTF-8 frame can hold
+    records = [_record("11000001", "Stent \ud800"), _record("11000002", "Valve", assignees=((0, "2", "Ab\udcbf"),))]
+    patents, rejected, _ = patents_from_records([records], PatentFilter())
+    assert patents.select("pat_id", "assignee").rows() == [("11000002", None)]
+    assert rejected["reason"].to_list() == ["patent 11000001: bad patent_title (not valid Unicode: a lone surrogate)",
+                                            "patent 11000002: bad assignee name (not valid Unicode: a lone surrogate)"]
+    patents.write_parquet(io.BytesIO())
+    rejected.write_parquet(io.BytesIO())
 
 
 def test_a_withdrawn_flag_is_read_as_a_code_not_by_truthiness():
