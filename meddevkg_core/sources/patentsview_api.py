@@ -126,14 +126,6 @@ def iter_pages(client: JsonClient, config: PatentSearchConfig, query: Mapping[st
         after = str(last)
 
 
-def _nested(record: Mapping[str, Any], group: str) -> list[Mapping[str, Any]]:
-    """A nested group as a list of objects (the API sends lists; a single object is tolerated)."""
-    value = record.get(group)
-    if isinstance(value, Mapping):
-        return [value]
-    return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
-
-
 def _text(value: Any) -> str:
     """A scalar as stripped text; an object, a list or a boolean raises ValueError, so that the record
     or entry is quarantined instead of read as its Python repr ("['Heart valve']", "False"). So does a
@@ -165,6 +157,23 @@ class _Collector:
     def reject(self, key: str, problem: str, record: Any) -> None:
         self.stats.rejected["patent"] += 1
         self.rejected.append(rejected_row(SOURCE, key, f"{key}: {problem}", json.dumps(record, default=str)))
+
+    def nested(self, record: Mapping[str, Any], group: str, key: str) -> list[Mapping[str, Any]]:
+        """A nested group as a list of objects (the API sends lists; a single object is tolerated); an
+        entry that is no object (null holds nothing), or a group that is neither, is quarantined and
+        the patent kept."""
+        value = record.get(group)
+        if value is None:
+            return []
+        if isinstance(value, Mapping):
+            return [value]
+        if not isinstance(value, list):
+            self.reject(key, f"{group} is a {type(value).__name__}, not a list of objects", value)
+            return []
+        for entry in value:
+            if entry is not None and not isinstance(entry, Mapping):
+                self.reject(key, f"{group} entry is a {type(entry).__name__}, not a JSON object", entry)
+        return [entry for entry in value if isinstance(entry, Mapping)]
 
     def add(self, record: Any, where: str) -> None:
         self.stats.rows_read["records"] += 1
@@ -198,13 +207,13 @@ class _Collector:
             return self.reject(key, "duplicate patent_id (the first record is kept)", record)
         self.seen.add(patent_id)
         filing_date = None
-        for application in _nested(record, "application")[:1]:
+        for application in self.nested(record, "application", key)[:1]:
             try:
                 filing_date = parse_iso_date(_text(application.get("filing_date")))
             except ValueError as exc:
                 self.reject(key, f"bad filing_date ({exc}); the patent is kept without it", application)
         assignees: list[tuple[int, int | None, str]] = []
-        for position, entry in enumerate(_nested(record, "assignees")):
+        for position, entry in enumerate(self.nested(record, "assignees", key)):
             try:
                 sequence, kind = parse_code(entry.get("assignee_sequence")), parse_code(entry.get("assignee_type"))
             except ValueError as exc:
@@ -218,7 +227,7 @@ class _Collector:
                 continue
             assignees.append((position if sequence is None else sequence, kind, name))
         cpc: list[tuple[int, str]] = []
-        for position, entry in enumerate(_nested(record, "cpc_current")):
+        for position, entry in enumerate(self.nested(record, "cpc_current", key)):
             try:
                 sequence = parse_code(entry.get("cpc_sequence"))
             except ValueError as exc:

@@ -529,6 +529,18 @@ def test_a_field_that_is_not_text_is_quarantined_not_read_as_its_repr():
         "patent 11000004: bad assignee name (a list, not text)"]
 
 
+def test_nested_entries_that_are_not_objects_are_quarantined_and_the_patent_kept():
+    abbott = {"assignee_sequence": 1, "assignee_type": 2, "assignee_organization": "Abbott"}
+    record = {**_record("11000001", "Stent"), "application": "2022-05-06", "cpc_current": "A61F2/24",
+              "assignees": ["Abbott", None, abbott]}
+    patents, rejected, _ = patents_from_records([[record]], PatentFilter())
+    assert patents.select("pat_id", "assignee", "filing_date", "cpc_codes").rows() == [
+        ("11000001", "Abbott", None, [])]
+    assert rejected["reason"].to_list() == ["patent 11000001: application is a str, not a list of objects",
+                                            "patent 11000001: assignees entry is a str, not a JSON object",
+                                            "patent 11000001: cpc_current is a str, not a list of objects"]
+
+
 def test_a_lone_surrogate_quarantines_the_record_instead_of_failing_the_table():
     # json.loads turns a "\ud800" escape into a lone surrogate, which no UTF-8 frame can hold
     records = [_record("11000001", "Stent \ud800"), _record("11000002", "Valve", assignees=((0, "2", "Ab\udcbf"),))]
