@@ -50,10 +50,13 @@ def _as_list(value: object) -> list[object]:
 def recall_pma_source(record: dict[str, Any]) -> tuple[list[str], str | None]:
     """The PMA numbers of a recall record, in order, without repeats, and where they come from:
     "recall" (its `pma_numbers`), "product_code" (the openfda block: every PMA of the product code,
-    when the record names no PMA and no 510(k) number), or None when there are none."""
-    numbers = [n for v in _as_list(record.get("pma_numbers")) if (n := pma_number_of(v))]
-    if numbers:
-        return list(dict.fromkeys(numbers)), "recall"
+    when the record names no PMA and no 510(k) number), or None when there are none. A value of
+    `pma_numbers` that is no PMA number ("P13002l") is kept as written, so that it is reported as
+    unknown instead of being replaced by every PMA of the product code."""
+    named = [v.strip() if isinstance(v, str) else str(v) for v in _as_list(record.get("pma_numbers"))
+             if v is not None and str(v).strip()]
+    if named:
+        return list(dict.fromkeys(pma_number_of(v) or v for v in named)), "recall"
     if any(isinstance(k, str) and k.strip() for k in _as_list(record.get("k_numbers"))):
         return [], None
     openfda = record.get("openfda")

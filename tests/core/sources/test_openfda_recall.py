@@ -111,6 +111,13 @@ def test_pma_numbers_fall_back_to_the_openfda_block_only_when_the_record_names_n
     assert (k510["pma_numbers"], k510["pma_numbers_from"], k510["k_numbers"]) == ([], None, ["K123456"])
     assert recall_pma_numbers({"pma_numbers": "P909003"}) == ["P909003"]
     assert recall_pma_numbers({"pma_numbers": None, "openfda": {}}) == []
+    assert recall_pma_numbers(_recall(1, [" ", None])) == ["P909001", "P909002"]  # names none
+
+
+def test_a_pma_number_that_cannot_be_read_is_kept_as_written_not_replaced_by_the_product_codes():
+    assert recall_pma_source(_recall(1, ["P90900l"])) == (["P90900l"], "recall")
+    assert recall_pma_source(_recall(1, ["P909001/S012", " P909001, P909004 "])) == (
+        ["P909001", "P909001, P909004"], "recall")
     assert [pma_number_of(v) for v in ("P130021", "p130021/s034", "N16837", "H990014", "K123456", 5)] == [
         "P130021", "P130021", "N16837", "H990014", None, None]
     for bad in (lambda: pma_search("K123456"), lambda: recall_number_search("Z-1 OR x")):
