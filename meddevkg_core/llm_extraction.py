@@ -112,6 +112,8 @@ def parse_reply(content: str) -> tuple[list[LLMEntity], list[tuple[object, str]]
         data = json.loads(content)
     except json.JSONDecodeError as exc:
         raise ReplyError(f"reply is not JSON ({exc.msg} at char {exc.pos}): {content[:200]!r}") from None
+    except RecursionError:  # a model stuck repeating "[[[[..." until max_tokens
+        raise ReplyError(f"reply is JSON nested too deeply to read: {content[:200]!r}") from None
     if not isinstance(data, dict) or not isinstance(data.get("entities"), list):
         raise ReplyError(f'reply is not {{"entities": [...]}}: {content[:200]!r}')
     valid, invalid = [], []

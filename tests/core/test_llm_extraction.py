@@ -309,7 +309,7 @@ def test_parse_reply_tolerates_a_code_fence_but_needs_an_entity_list():
     valid, invalid = parse_reply('```json\n{"entities": [{"span": "stent", "type": "LINK_COMPONENT", '
                                  '"standardized_name": "Stent"}, {"span": "x"}]}\n```')
     assert [e.span for e in valid] == ["stent"] and len(invalid) == 1
-    for bad in ('["stent"]', '{"items": []}', "Sure! Here are the entities"):
+    for bad in ('["stent"]', '{"items": []}', "Sure! Here are the entities", '{"entities": ' + "[" * 5000):
         with pytest.raises(ReplyError):
             parse_reply(bad)
 
