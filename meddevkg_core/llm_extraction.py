@@ -101,6 +101,7 @@ class ReplyError(ValueError):
 
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
+_SURROGATE = re.compile("[\ud800-\udfff]")  # what a "\\ud800" escape decodes to: no UTF-8 table holds it
 
 
 def parse_reply(content: str) -> tuple[list[LLMEntity], list[tuple[object, str]]]:
@@ -336,5 +337,7 @@ class LLMEntityExtractor:
 
 def _reject(doc_id: str | None, reason: str, record: dict) -> dict:
     payload = {"doc_id": doc_id, "extractor": "llm", **record}
-    return {"source": "entities", "record_key": doc_id, "reason": reason,
-            "record": json.dumps(payload, ensure_ascii=False, default=str)}
+    text = json.dumps(payload, ensure_ascii=False, default=str)
+    if _SURROGATE.search(text):  # an entity pydantic refused for a lone surrogate: keep its \u escape
+        text = json.dumps(payload, default=str)
+    return {"source": "entities", "record_key": doc_id, "reason": reason, "record": text}

@@ -298,6 +298,18 @@ def test_malformed_replies_are_recorded_failures_and_not_cached(fake, tmp_path, 
     assert len(fake.requests) == 2  # the two failures are asked again, P2 comes from the cache
 
 
+def test_an_entity_with_a_lone_surrogate_is_rejected_on_its_own(fake, tmp_path, onto):
+    # json.dumps writes the surrogate as a "\ud800" escape, which parse_reply's json.loads turns back
+    fake.replies["XIENCE"] = json.dumps({"entities": [entity("drug eluting stent", name="Drug-Eluting Stent"),
+                                                      entity("stent\ud800"), entity("catheter", name="Cath\udcff")]})
+    result = extractor(config(fake, tmp_path)).extract_mentions(docs(("P1", DEVICE_TEXT)), onto)
+    assert result.mentions["norm"].to_list() == ["drug eluting stent"]
+    assert [r.split(": ")[1] for r in reasons(result)] == ["span", "standardized_name"]
+    assert all("unable to parse raw data as a unicode string" in r for r in reasons(result))
+    assert "\\ud800" in result.rejected["record"][0]
+    result.rejected.write_parquet(tmp_path / "rejected.parquet")
+
+
 def test_a_non_json_reply_is_transient_and_retried(fake, tmp_path, onto):
     cfg = config(fake, tmp_path)
     fake.script = [(200, {}, "<html>gateway</html>")]  # a proxy page instead of the API's answer
