@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import random
+import re
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -38,6 +39,9 @@ from meddevkg_core.http_client import (  # noqa: F401  (re-exported: the LLM cli
 )
 
 log = logging.getLogger(__name__)
+
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+"""What a "\\ud800" JSON escape decodes to: no UTF-8 file or table can hold it."""
 
 ENV_PREFIX = "MEDDEVKG_LLM_"
 API_KEY_ENV = ENV_PREFIX + "API_KEY"
@@ -159,4 +163,7 @@ class ChatClient:
         if not isinstance(content, str):
             raise LLMRequestError(f"{self.url}: reply has no text content: {self._json._scrub(repr(content))[:300]}",
                                   200, self.stats.requests)
+        if LONE_SURROGATE.search(content):  # not storable: the cache and the tables are UTF-8
+            raise LLMRequestError(f"{self.url}: reply text is not valid Unicode (a lone surrogate): "
+                                  f"{self._json._scrub(repr(content))[:300]}", 200, self.stats.requests)
         return content

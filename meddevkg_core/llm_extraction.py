@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from meddevkg_core import schemas
 from meddevkg_core.entities import COMPONENT, MECHANISM, ConceptMatch, ExtractionResult, ground_span, map_phrase
-from meddevkg_core.llm_client import ChatClient, LLMConfig, LLMRequestError
+from meddevkg_core.llm_client import LONE_SURROGATE, ChatClient, LLMConfig, LLMRequestError
 from meddevkg_core.ontology import Ontology, normalize_term
 
 if TYPE_CHECKING:
@@ -101,7 +101,6 @@ class ReplyError(ValueError):
 
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
-_SURROGATE = re.compile("[\ud800-\udfff]")  # what a "\\ud800" escape decodes to: no UTF-8 table holds it
 
 
 def parse_reply(content: str) -> tuple[list[LLMEntity], list[tuple[object, str]]]:
@@ -338,6 +337,6 @@ class LLMEntityExtractor:
 def _reject(doc_id: str | None, reason: str, record: dict) -> dict:
     payload = {"doc_id": doc_id, "extractor": "llm", **record}
     text = json.dumps(payload, ensure_ascii=False, default=str)
-    if _SURROGATE.search(text):  # an entity pydantic refused for a lone surrogate: keep its \u escape
+    if LONE_SURROGATE.search(text):  # an entity pydantic refused for a lone surrogate: keep its \u escape
         text = json.dumps(payload, default=str)
     return {"source": "entities", "record_key": doc_id, "reason": reason, "record": text}

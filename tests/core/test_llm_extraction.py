@@ -310,6 +310,16 @@ def test_an_entity_with_a_lone_surrogate_is_rejected_on_its_own(fake, tmp_path, 
     result.rejected.write_parquet(tmp_path / "rejected.parquet")
 
 
+def test_a_reply_text_with_a_lone_surrogate_is_a_failed_request_and_not_cached(fake, tmp_path, onto):
+    # the chat completion's own JSON carries the "\ud800" escape: the reply text is no valid Unicode
+    fake.replies["XIENCE"] = json.dumps({"entities": [entity("stent")]}).replace("stent", "stent\ud800")
+    cfg = config(fake, tmp_path)
+    result = extractor(cfg).extract_mentions(docs(("P1", DEVICE_TEXT), ("P2", OTHER_TEXT)), onto)
+    by_doc = dict(zip(result.rejected["record_key"], result.rejected["reason"], strict=True))
+    assert by_doc["P1"].startswith("llm request failed:") and "not valid Unicode" in by_doc["P1"]
+    assert set(result.mentions["doc_id"]) == {"P2"} and len(ResponseCache(cfg.cache_dir)) == 1
+
+
 def test_a_non_json_reply_is_transient_and_retried(fake, tmp_path, onto):
     cfg = config(fake, tmp_path)
     fake.script = [(200, {}, "<html>gateway</html>")]  # a proxy page instead of the API's answer
