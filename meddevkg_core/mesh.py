@@ -31,8 +31,8 @@ from meddevkg_core.terminologies import (
 )
 
 PREFIX = "MESH:"
-_UI = re.compile(r"D\d{6,9}")
-_TREE = re.compile(r"[A-Z]\d{2}(\.\d{3})*")
+_UI = re.compile(r"D[0-9]{6,9}")  # [0-9]: \d also matches "０" or "٣"
+_TREE = re.compile(r"[A-Z][0-9]{2}(\.[0-9]{3})*")
 
 
 @dataclass(frozen=True)

@@ -38,8 +38,8 @@ MRSTY = ("CUI", "TUI", "STN", "STY", "ATUI", "CVF")
 MRREL = ("CUI1", "AUI1", "STYPE1", "REL", "CUI2", "AUI2", "STYPE2", "RELA", "RUI", "SRUI", "SAB", "SL", "RG", "DIR",
          "SUPPRESS", "CVF")
 
-_CUI = (r"^C\d{7}$", "a CUI (C and 7 digits)")
-_TUI = (r"^T\d{3}$", "a TUI (T and 3 digits)")
+_CUI = (r"^C[0-9]{7}$", "a CUI (C and 7 digits)")  # [0-9]: polars' \d also matches "０" or "٣"
+_TUI = (r"^T[0-9]{3}$", "a TUI (T and 3 digits)")
 _TEXT = (r"\S", "a non-blank string")
 
 

@@ -153,6 +153,19 @@ def test_malformed_rrf_lines_are_quarantined_with_file_and_line(tmp_path):
     assert t.concepts.height == read_umls(UMLS_DIR).concepts.height  # the good lines still load
 
 
+def test_ids_with_digits_that_are_not_ascii_are_quarantined(tmp_path):
+    root = _copy_umls(tmp_path)
+    with (root / "MRSTY.RRF").open("a", encoding="utf-8") as fh:  # line 13: a fullwidth zero
+        fh.write("C\uff10030163|T074|A1.3.1.1|Medical Device|AT1||\n")
+    with (root / "MRCONSO.RRF").open("a", encoding="utf-8") as fh:  # line 27
+        fh.write("C\uff10030163|ENG|P|L9|PF|S9|Y|A9||||MTH|PN|NOCODE|Pacemaker|0|N|256|\n")
+    t = read_umls(root)
+    bad = t.rejected.filter(pl.col("source") != "MRREL.RRF")
+    assert bad["record_key"].to_list() == ["MRSTY.RRF:13", "MRCONSO.RRF:27"]
+    assert bad["reason"][0] == "CUI 'C\uff10030163' is not a CUI (C and 7 digits)"
+    assert t.concepts.equals(read_umls(UMLS_DIR).concepts)
+
+
 def test_rrf_lines_with_bytes_that_are_not_utf8_are_quarantined_not_replaced(tmp_path):
     root = _copy_umls(tmp_path)
     with (root / "MRCONSO.RRF").open("ab") as fh:  # a Latin-1 e: line 27
@@ -221,6 +234,17 @@ def test_mesh_bad_records_are_quarantined_or_raise(tmp_path):
     assert t.rejected["record_key"].to_list() == ["desc_bad.xml#4:D015607", "desc_bad.xml#6:D017115"]
     with pytest.raises(TerminologyError, match=r"desc_bad\.xml: DescriptorRecord #4: duplicate"):
         read_mesh(broken, strict=True)
+
+
+def test_mesh_ids_with_digits_that_are_not_ascii_are_quarantined(tmp_path):
+    odd = tmp_path / "desc_digits.xml"
+    text = MESH_XML.read_text(encoding="utf-8")
+    text = text.replace("<DescriptorUI>D054855</DescriptorUI>", "<DescriptorUI>D\uff10054855</DescriptorUI>")
+    odd.write_text(text.replace("<TreeNumber>E04.035.177</TreeNumber>",
+                                "<TreeNumber>E04.035.\u0661\u0667\u0667</TreeNumber>"), encoding="utf-8")
+    t = read_mesh(odd)
+    assert t.rejected["reason"].to_list() == ["DescriptorUI 'D\uff10054855' is not D and 6-9 digits",
+                                              "malformed TreeNumber 'E04.035.\u0661\u0667\u0667'"]
 
 
 def test_truncated_mesh_xml_names_file_and_line(tmp_path):
