@@ -308,7 +308,9 @@ def read_pma_bulk(path: str | Path) -> Iterator[object]:
             results = envelope.get("results") if isinstance(envelope, dict) else None
             if not isinstance(results, list):
                 raise ValueError(f"{path}!{name}: no `results` list in the envelope")
-            total = ((envelope.get("meta") or {}).get("results") or {}).get("total")
+            meta = envelope.get("meta")
+            counted = meta.get("results") if isinstance(meta, dict) else None
+            total = counted.get("total") if isinstance(counted, dict) else None  # only for the warning below
             if isinstance(total, int) and total != len(results):
                 log.warning("%s!%s: meta.results.total is %d but %d records are present", path, name, total,
                             len(results))

@@ -245,6 +245,14 @@ def test_bulk_zip_gives_the_same_devices_as_the_api(fake_source, tmp_path):
         list(read_pma_bulk(broken))
 
 
+def test_bulk_zip_without_an_object_as_meta_is_still_read(tmp_path):
+    path = tmp_path / "device-pma-0001-of-0001.json.zip"
+    for meta in (["v1"], "2026-08-15", {"results": [1]}):
+        with zipfile.ZipFile(path, "w") as archive:
+            archive.writestr(path.stem, json.dumps({"meta": meta, "results": [_record("P240001")]}))
+        assert [r["pma_number"] for r in read_pma_bulk(path)] == ["P240001"]
+
+
 def test_duplicates_resolve_the_same_whatever_the_order():
     records = [_record("P100001", decided="2010-01-01", trade_name="A"), _record("P100001", decided="2012-05-05"),
                _record("P100001", decided="2012-05-05", trade_name="Z"), _record("P100002")]
