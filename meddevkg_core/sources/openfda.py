@@ -23,6 +23,7 @@ import re
 import time
 import urllib.request
 import zipfile
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import date
@@ -32,6 +33,7 @@ from typing import Any
 import httpx
 from pydantic import Field, SecretStr
 
+from meddevkg_core.errors import InputError
 from meddevkg_core.http_client import ApiKey, ClientStats, JsonClient, RetryPolicy, SourceError
 from meddevkg_core.sources.pma_records import PmaDevices, pma_records_to_devices
 
@@ -289,25 +291,30 @@ def read_pma_bulk(path: str | Path) -> Iterator[object]:
     ijson is not installed, so each `.json` member is parsed whole with json.loads (the PMA file
     has one member, ~57k records, well within memory). Bytes that are not UTF-8 are kept as
     surrogate escapes so the record, not the file, is quarantined by `pma_records_to_devices`.
-    A member that is not valid JSON means a broken download: that raises, naming the member.
+    A file that is no zip, or a member that is damaged, not JSON or no envelope, means a broken
+    download: that raises InputError, naming the file and the member.
     """
     path = Path(path)
     try:
         archive = zipfile.ZipFile(path)
     except zipfile.BadZipFile as exc:
-        raise ValueError(f"{path}: not a zip file ({exc}); re-download it") from exc
+        raise InputError(f"{path}: not a zip file ({exc}); re-download it") from exc
     with archive:
         members = sorted(n for n in archive.namelist() if n.lower().endswith(".json"))
         if not members:
-            raise ValueError(f"{path}: no .json member (found {archive.namelist()[:5]})")
+            raise InputError(f"{path}: no .json member (found {archive.namelist()[:5]})")
         for name in members:
             try:
                 envelope = json.loads(archive.read(name).decode("utf-8", "surrogateescape"))
+            except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
+                raise InputError(f"{path}!{name}: damaged ({exc}); re-download the file") from exc
             except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}!{name}: not valid JSON ({exc}); re-download the file") from exc
+                raise InputError(f"{path}!{name}: not valid JSON ({exc}); re-download the file") from exc
+            except RecursionError:
+                raise InputError(f"{path}!{name}: JSON nested too deeply to be an openFDA file") from None
             results = envelope.get("results") if isinstance(envelope, dict) else None
             if not isinstance(results, list):
-                raise ValueError(f"{path}!{name}: no `results` list in the envelope")
+                raise InputError(f"{path}!{name}: no `results` list in the envelope")
             meta = envelope.get("meta")
             counted = meta.get("results") if isinstance(meta, dict) else None
             total = counted.get("total") if isinstance(counted, dict) else None  # only for the warning below

@@ -20,6 +20,7 @@ from polars.testing import assert_frame_equal
 from pydantic import SecretStr
 
 from meddevkg_core import schemas
+from meddevkg_core.errors import InputError
 from meddevkg_core.http_client import SourceAuthError, SourceError
 from meddevkg_core.sources.openfda import (
     API_KEY_ENV,
@@ -243,6 +244,20 @@ def test_bulk_zip_gives_the_same_devices_as_the_api(fake_source, tmp_path):
         archive.writestr("device-pma-0001-of-0001.json", b'{"meta": {}, "results": [{"pma_number": "P1')
     with pytest.raises(ValueError, match="not valid JSON"):
         list(read_pma_bulk(broken))
+
+
+def test_a_broken_bulk_zip_is_an_input_error_naming_the_member(tmp_path):
+    path = tmp_path / "device-pma-0001-of-0001.json.zip"
+    body = json.dumps({"results": [_record(f"P24{i:04d}") for i in range(300)]})
+    for content, problem in ((body, None), ("[" * 100_000, "JSON nested too deeply")):
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+            archive.writestr(path.stem, content)
+        if problem is None:  # a download cut short: the member's data no longer inflates
+            data = bytearray(path.read_bytes())
+            data[100:140] = bytes(40)
+            path.write_bytes(bytes(data))
+        with pytest.raises(InputError, match=rf"json\.zip!device-pma-0001-of-0001\.json: {problem or 'damaged'}"):
+            list(read_pma_bulk(path))
 
 
 def test_bulk_zip_without_an_object_as_meta_is_still_read(tmp_path):
