@@ -161,12 +161,17 @@ class ResponseCache:
     def get(self, key: str) -> str | None:
         path = self._path(key)
         try:
-            return json.loads(path.read_text(encoding="utf-8"))["content"]
+            content = json.loads(path.read_text(encoding="utf-8"))["content"]
         except FileNotFoundError:
             return None
-        except (OSError, ValueError, KeyError, TypeError) as exc:  # a damaged entry is just a miss
+        except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:  # a damaged entry is just a miss
             log.warning("ignoring unreadable LLM cache entry %s: %s", path, exc)
             return None
+        if not isinstance(content, str):
+            log.warning("ignoring LLM cache entry %s: its content is a %s, not a reply text", path,
+                        type(content).__name__)
+            return None
+        return content
 
     def put(self, key: str, content: str, meta: dict[str, str]) -> None:
         path = self._path(key)

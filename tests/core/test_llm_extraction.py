@@ -29,6 +29,7 @@ from meddevkg_core.llm_extraction import (
     ReplyError,
     ResponseCache,
     SpacyEntityExtractor,
+    cache_key,
     load_prompt,
     parse_reply,
 )
@@ -353,6 +354,18 @@ def test_a_rerun_is_served_from_the_cache_with_zero_requests(fake, tmp_path, ont
     assert len(fake.requests) == 1  # another model is another key
     extractor(cfg, "patent").extract_mentions(frame.head(1), onto)
     assert len(fake.requests) == 2  # so is another prompt
+
+
+def test_a_damaged_cache_entry_is_a_miss_and_asked_again(fake, tmp_path, onto):
+    cfg = config(fake, tmp_path)
+    key = cache_key(load_prompt("device"), cfg.model, OTHER_TEXT)
+    cache = ResponseCache(cfg.cache_dir)
+    for damaged in ('{"content": 5}', '{"content": ["a"]}', "[" * 100_000, '{"prompt": "x"}'):
+        cache._path(key).parent.mkdir(parents=True, exist_ok=True)
+        cache._path(key).write_text(damaged, encoding="utf-8")
+        fake.requests.clear()
+        result = extractor(cfg).extract_mentions(docs(("P2", OTHER_TEXT)), onto)
+        assert set(result.mentions["doc_id"]) == {"P2"} and len(fake.requests) == 1, damaged
 
 
 class FakeClock:
