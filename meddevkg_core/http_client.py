@@ -224,6 +224,9 @@ class JsonClient:
                         return response.json()
                     except (json.JSONDecodeError, UnicodeDecodeError):
                         problem = f"HTTP {status} with a truncated or non-JSON body ({len(response.content)} bytes)"
+                    except RecursionError:  # the same answer again on a retry: no source sends such JSON
+                        raise SourceError(f"{self.name} {method} {self._scrub(str(response.url))}: HTTP {status} "
+                                          "with JSON nested too deeply to read", status, attempt + 1) from None
                 else:
                     problem = f"HTTP {status}: {self._scrub(response.text)[:200]}"  # cut after: no key half
                     if status not in RETRYABLE_STATUS:

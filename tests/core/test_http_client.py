@@ -71,3 +71,10 @@ def test_a_post_that_expects_no_json_takes_a_plain_reply_and_is_sent_once(fake_s
     with _client() as client:
         assert client.post_json(fake_source.url + "/hook", {"text": "hi"}, json_reply=False) is None
         assert client.stats.requests == 1
+
+
+def test_an_answer_nested_too_deeply_to_decode_is_a_source_error_without_retries(fake_source):
+    fake_source.route("/items.json", lambda *a: (200, b"[" * 100_000 + b"]" * 100_000))
+    with _client() as client, pytest.raises(SourceError, match="nested too deeply") as err:
+        client.get_json(fake_source.url + "/items.json")
+    assert err.value.attempts == 1 and client.stats.requests == 1
