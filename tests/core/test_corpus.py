@@ -33,6 +33,20 @@ def test_rows_with_bytes_that_are_not_utf8_are_quarantined_not_read_with_a_repla
                                         "bytes that are not UTF-8 in text (read as U+FFFD)"]
 
 
+def test_a_jsonl_text_holding_a_line_or_paragraph_separator_is_one_record(tmp_path):
+    # str.splitlines also ends a line at U+2028, U+2029 and U+0085, which JSON lets a string hold as
+    # they are: each such record was split in two and quarantined as two lines of invalid JSON
+    texts = ["Coronary\u2028stent", "Heart\u2029valve", "Cardiac\x85lead"]
+    rows = [{"fda_id": f"P{i}", "text": text} for i, text in enumerate([*texts, "Catheter"], 1)]
+    (tmp_path / "devices.jsonl").write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n",
+                                            encoding="utf-8")
+    (tmp_path / "patents.jsonl").write_text('{"pat_id": "1", "text": "stent"}\r\n{"pat_id": "2", "text": "valve"}\r\n')
+    corpus = read_corpus(tmp_path)
+    assert corpus.devices["text"].to_list() == [*texts, "Catheter"]
+    assert corpus.patents["pat_id"].to_list() == ["1", "2"]
+    assert corpus.rejected.height == 0
+
+
 def test_a_csv_record_with_more_or_fewer_fields_than_the_header_is_quarantined_with_its_line(tmp_path):
     # polars stopped the whole read on the longer record ("found more fields than defined") and
     # padded the shorter one with nulls; quoted commas and newlines are still one field each
