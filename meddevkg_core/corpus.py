@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import csv
 import json
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -188,7 +190,7 @@ def _read_jsonl(path: Path) -> pl.DataFrame:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = json.loads(line, object_pairs_hook=_unrepeated_keys)
             if not isinstance(record, dict):
                 raise ValueError("not a JSON object")
         except ValueError as exc:
@@ -199,6 +201,16 @@ def _read_jsonl(path: Path) -> pl.DataFrame:
     # every column text, as from the other formats: a key null on every line would otherwise be untyped
     columns = dict.fromkeys((key for row in rows for key in row), pl.String)
     return pl.DataFrame(rows, schema=columns) if rows else pl.DataFrame()
+
+
+def _unrepeated_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object as a dict, refused when it gives a key twice: json.loads would keep the last
+    value and drop the other unseen."""
+    record = dict(pairs)
+    if len(record) < len(pairs):
+        repeated = next(key for key, count in Counter(key for key, _ in pairs).items() if count > 1)
+        raise ValueError(f"key {repeated!r} given twice")
+    return record
 
 
 def _normalise_columns(raw: pl.DataFrame, table: str) -> pl.DataFrame:

@@ -47,6 +47,19 @@ def test_a_jsonl_text_holding_a_line_or_paragraph_separator_is_one_record(tmp_pa
     assert corpus.rejected.height == 0
 
 
+def test_a_jsonl_record_giving_a_key_twice_is_quarantined_not_read_with_its_last_value(tmp_path):
+    # json.loads keeps the last of the two values: P2 was read as a device "P9", P1's text silently lost
+    (tmp_path / "devices.jsonl").write_text('{"fda_id": "P1", "text": "stent", "text": "valve"}\n'
+                                            '{"fda_id": "P2", "text": "lead", "fda_id": "P9"}\n'
+                                            '{"fda_id": "P3", "text": "catheter"}\n')
+    (tmp_path / "patents.csv").write_text("pat_id,text\n1,stent\n")
+    corpus = read_corpus(tmp_path)
+    assert corpus.devices["fda_id"].to_list() == ["P3"]
+    assert corpus.rejected.select("record_key", "reason").rows() == [
+        ("devices#0:", "line 1: invalid JSON (key 'text' given twice)"),
+        ("devices#1:", "line 2: invalid JSON (key 'fda_id' given twice)")]
+
+
 def test_a_csv_record_with_more_or_fewer_fields_than_the_header_is_quarantined_with_its_line(tmp_path):
     # polars stopped the whole read on the longer record ("found more fields than defined") and
     # padded the shorter one with nulls; quoted commas and newlines are still one field each
