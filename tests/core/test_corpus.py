@@ -60,6 +60,22 @@ def test_a_jsonl_record_giving_a_key_twice_is_quarantined_not_read_with_its_last
         ("devices#1:", "line 2: invalid JSON (key 'fda_id' given twice)")]
 
 
+def test_a_jsonl_object_where_a_value_belongs_is_quarantined_not_read_as_its_python_text(tmp_path):
+    # str() of the dict was kept: device "{'N': 'P1'}", a text "{'en': 'Heart valve'}"
+    _write_jsonl(tmp_path / "devices.jsonl", [{"fda_id": {"n": "P1"}, "text": "Coronary stent"},
+                                              {"fda_id": "P2", "text": {"en": "Heart valve"}},
+                                              {"fda_id": "P3", "text": ["Pacing", {"b": "lead"}]},
+                                              {"fda_id": "P4", "text": ["Cardiac", "catheter"]}])
+    (tmp_path / "patents.csv").write_text("pat_id,text\n1,stent\n")
+    corpus = read_corpus(tmp_path)
+    assert corpus.devices.select("fda_id", "text").rows() == [("P4", "Cardiac catheter")]
+    assert corpus.rejected.select("record_key", "reason").rows() == [
+        ('devices#0:{"n": "P1"}', "line 1: 'fda_id' holds a JSON object or nested array, not a value"),
+        ("devices#1:P2", "line 2: 'text' holds a JSON object or nested array, not a value"),
+        ("devices#2:P3", "line 3: 'text' holds a JSON object or nested array, not a value")]
+    assert json.loads(corpus.rejected["record"][1]) == {"fda_id": "P2", "text": '{"en": "Heart valve"}'}
+
+
 def test_a_csv_record_with_more_or_fewer_fields_than_the_header_is_quarantined_with_its_line(tmp_path):
     # polars stopped the whole read on the longer record ("found more fields than defined") and
     # padded the shorter one with nulls; quoted commas and newlines are still one field each
