@@ -196,7 +196,7 @@ def _read_jsonl(path: Path) -> pl.DataFrame:
         except ValueError as exc:
             rows.append({"__parse_error__": f"line {number}: invalid JSON ({exc})", "__raw__": line[:500]})
             continue
-        row = {k: (json.dumps(v, ensure_ascii=False) if _nested(v) else " ".join(map(str, v)) if isinstance(v, list)
+        row = {k: (json.dumps(v, ensure_ascii=False) if _nested(v) else _joined(v) if isinstance(v, list)
                    else None if v is None else str(v)) for k, v in record.items()}
         if nested := [k for k, v in record.items() if _nested(v)]:  # a cell holds a value, not a structure
             row["__parse_error__"] = f"line {number}: {nested[0]!r} holds a JSON object or nested array, not a value"
@@ -204,6 +204,11 @@ def _read_jsonl(path: Path) -> pl.DataFrame:
     # every column text, as from the other formats: a key null on every line would otherwise be untyped
     columns = dict.fromkeys((key for row in rows for key in row), pl.String)
     return pl.DataFrame(rows, schema=columns) if rows else pl.DataFrame()
+
+
+def _joined(values: list[object]) -> str:
+    """A JSON array of values as one text, its nulls left out as a Parquet list's are (not "None")."""
+    return " ".join(str(v) for v in values if v is not None)
 
 
 def _nested(value: object) -> bool:

@@ -76,6 +76,21 @@ def test_a_jsonl_object_where_a_value_belongs_is_quarantined_not_read_as_its_pyt
     assert json.loads(corpus.rejected["record"][1]) == {"fda_id": "P2", "text": '{"en": "Heart valve"}'}
 
 
+def test_a_null_in_a_jsonl_array_is_left_out_as_in_a_parquet_list_not_read_as_none(tmp_path):
+    # str(None) was joined in: a CPC code "None", a text "None" that was no text
+    _write_jsonl(tmp_path / "patents.jsonl", [{"pat_id": "1", "text": "stent", "cpc_codes": ["A61F2/82", None]},
+                                              {"pat_id": "2", "text": [None]}])
+    (tmp_path / "devices.csv").write_text("fda_id,text\nP1,stent\n")
+    corpus = read_corpus(tmp_path)
+    assert corpus.patents.select("pat_id", "cpc_codes").rows() == [("1", ["A61F2/82"])]
+    assert corpus.rejected.select("record_key", "reason").rows() == [("patents#1:2", "missing text")]
+    (tmp_path / "patents.jsonl").unlink()
+    pl.DataFrame({"pat_id": ["1", "2"], "text": [["stent"], [None]], "cpc_codes": [["A61F2/82", None], []]}
+                 ).write_parquet(tmp_path / "patents.parquet")
+    again = read_corpus(tmp_path)
+    assert again.patents.equals(corpus.patents) and again.rejected["reason"].to_list() == ["missing text"]
+
+
 def test_a_csv_record_with_more_or_fewer_fields_than_the_header_is_quarantined_with_its_line(tmp_path):
     # polars stopped the whole read on the longer record ("found more fields than defined") and
     # padded the shorter one with nulls; quoted commas and newlines are still one field each
