@@ -105,7 +105,20 @@ def read_raw(path: Path) -> pl.DataFrame:
             return _flag_undecodable(_read_jsonl(path))
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise CorpusError(f"{path}: cannot be read: {exc}") from exc
-    return df.with_columns(_to_text(name, dtype) for name, dtype in df.schema.items())
+    return df.with_columns(_column_text(path, df, name) for name in df.columns)
+
+
+def _column_text(path: Path, df: pl.DataFrame, name: str) -> pl.Series:
+    """A Parquet column as text. A column of structs (polars casts {"a": 1, "b": "x"} to '{1,"x"}') or
+    nested lists, or of values with no text (bytes that are not UTF-8, durations), refuses the file."""
+    dtype = df.schema[name]
+    if isinstance(dtype, pl.Struct) or isinstance(dtype, pl.List | pl.Array) and dtype.inner.is_nested():
+        raise CorpusError(f"{path}: column {name!r} holds nested data ({dtype}), not one value a row")
+    try:
+        return df.select(_to_text(name, dtype)).to_series()
+    except pl.exceptions.PolarsError as exc:
+        reason = str(exc).splitlines()[0]
+        raise CorpusError(f"{path}: column {name!r} ({dtype}) cannot be read as text: {reason}") from exc
 
 
 def _read_csv(path: Path) -> pl.DataFrame:

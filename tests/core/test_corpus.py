@@ -1,3 +1,4 @@
+import datetime as dt
 import json
 
 import polars as pl
@@ -89,6 +90,20 @@ def test_a_null_in_a_jsonl_array_is_left_out_as_in_a_parquet_list_not_read_as_no
                  ).write_parquet(tmp_path / "patents.parquet")
     again = read_corpus(tmp_path)
     assert again.patents.equals(corpus.patents) and again.rejected["reason"].to_list() == ["missing text"]
+
+
+@pytest.mark.parametrize(("values", "reason"), [
+    ([{"n": "P1", "v": 2}], r"column 'extra' holds nested data \(Struct"),  # was read as the text '{"P1",2}'
+    ([[["a"]]], r"column 'extra' holds nested data \(List\(List"),
+    ([b"\xff"], r"column 'extra' \(Binary\) cannot be read as text: invalid utf8"),
+    ([dt.timedelta(days=1)], r"column 'extra' \(Duration.*\) cannot be read as text"),
+])
+def test_a_parquet_column_that_is_not_one_value_a_row_refuses_the_file_naming_it(tmp_path, values, reason):
+    # the last three ended in a polars traceback naming no file
+    pl.DataFrame({"fda_id": ["P1"], "text": ["stent"], "extra": values}).write_parquet(tmp_path / "devices.parquet")
+    (tmp_path / "patents.csv").write_text("pat_id,text\n1,stent\n")
+    with pytest.raises(CorpusError, match=r"devices\.parquet: " + reason):
+        read_corpus(tmp_path)
 
 
 def test_a_csv_record_with_more_or_fewer_fields_than_the_header_is_quarantined_with_its_line(tmp_path):
