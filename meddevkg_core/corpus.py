@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -99,6 +99,7 @@ def read_raw(path: Path) -> pl.DataFrame:
     try:
         if path.suffix == ".parquet":
             df = pl.read_parquet(path)
+            refuse_reserved(path, df.columns)
         elif path.suffix == ".csv":
             return _flag_undecodable(_read_csv(path))
         else:
@@ -106,6 +107,17 @@ def read_raw(path: Path) -> pl.DataFrame:
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise CorpusError(f"{path}: cannot be read: {exc}") from exc
     return df.with_columns(_column_text(path, df, name) for name in df.columns)
+
+
+RESERVED_COLUMNS = ("__row__", "__reason__", "__parse_error__", "__raw__")
+"""The columns the readers add to a table as they validate it (a row's number, why it is quarantined)."""
+
+
+def refuse_reserved(path: Path, columns: Iterable[str], where: str = "") -> None:
+    """A CorpusError naming the file when it has a column the readers add: a file's own `__row__` made
+    polars refuse the second, and its own `__parse_error__` would quarantine every row it fills."""
+    if taken := [c for c in columns if c in RESERVED_COLUMNS]:
+        raise CorpusError(f"{path}: {where}column {taken[0]!r} is a name the reader keeps for itself; rename it")
 
 
 def _column_text(path: Path, df: pl.DataFrame, name: str) -> pl.Series:
@@ -133,7 +145,9 @@ def _read_csv(path: Path) -> pl.DataFrame:
         if not ragged:
             raise
         df = pl.read_csv(path, infer_schema=False, encoding="utf8-lossy", truncate_ragged_lines=True)
+        refuse_reserved(path, df.columns)
     else:
+        refuse_reserved(path, df.columns)
         if df.width < 2 or df[df.columns[-1]].null_count() == 0:
             return df  # a short record ends in a null, a long one stops polars: there are none
         width, records, ragged = _count_fields(path)
@@ -209,6 +223,7 @@ def _read_jsonl(path: Path) -> pl.DataFrame:
         except ValueError as exc:
             rows.append({"__parse_error__": f"line {number}: invalid JSON ({exc})", "__raw__": line[:500]})
             continue
+        refuse_reserved(path, record, f"line {number}: ")
         row = {k: (json.dumps(v, ensure_ascii=False) if _nested(v) else _joined(v) if isinstance(v, list)
                    else None if v is None else str(v)) for k, v in record.items()}
         if nested := [k for k, v in record.items() if _nested(v)]:  # a cell holds a value, not a structure

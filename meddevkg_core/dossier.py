@@ -22,7 +22,7 @@ from pathlib import Path
 import polars as pl
 
 from meddevkg_core import schemas
-from meddevkg_core.corpus import Corpus, CorpusError, TableRead, read_raw
+from meddevkg_core.corpus import Corpus, CorpusError, TableRead, read_raw, refuse_reserved
 from meddevkg_core.sources.pma_records import (
     PmaDevices,
     frame_records,
@@ -86,6 +86,8 @@ def read_pma_file(path: str | Path) -> pl.DataFrame:
         frame = pl.read_parquet(path) if path.suffix == ".parquet" else read_raw(path)
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise CorpusError(f"{path}: cannot be read as PMA records: {exc}") from exc
+    if path.suffix == ".parquet":  # read_raw refuses them in the other formats, and adds its own
+        refuse_reserved(path, frame.columns)
     has_statements = bool({"approval_order_statement", "ao_statement"} & set(frame.columns))
     if not has_statements or not ({"submission_number", "pma_number"} & set(frame.columns)):
         raise CorpusError(f"{path}: not PMA records (no submission_number/pma_number and approval statement columns)")

@@ -106,6 +106,25 @@ def test_a_parquet_column_that_is_not_one_value_a_row_refuses_the_file_naming_it
         read_corpus(tmp_path)
 
 
+@pytest.mark.parametrize(("name", "content", "reason"), [
+    # polars refused a second __row__ with a traceback; a file's own __parse_error__ quarantined the rows it filled
+    ("devices.csv", "fda_id,text,__row__\nP1,stent,7\n", "column '__row__'"),
+    ("devices.csv", "fda_id,text,__parse_error__\nP1,stent,\nP2,valve,bad\n", "column '__parse_error__'"),
+    ("devices.csv", "fda_id,text,__raw__\nP1,stent,x\nP2,valve\n", "column '__raw__'"),  # a short record too
+    ("devices.jsonl", '{"fda_id": "P1", "text": "stent"}\n{"fda_id": "P2", "text": "valve", "__reason__": "x"}\n',
+     "line 2: column '__reason__'"),
+    ("devices.parquet", None, "column '__row__'"),
+], ids=["csv-row", "csv-parse-error", "csv-raw", "jsonl-reason", "parquet-row"])
+def test_a_column_named_as_the_readers_own_refuses_the_file_naming_it(tmp_path, name, content, reason):
+    if content is None:
+        pl.DataFrame({"fda_id": ["P1"], "text": ["stent"], "__row__": [3]}).write_parquet(tmp_path / name)
+    else:
+        (tmp_path / name).write_text(content)
+    (tmp_path / "patents.csv").write_text("pat_id,text\n1,stent\n")
+    with pytest.raises(CorpusError, match=f"{name}: {reason} is a name the reader keeps for itself"):
+        read_corpus(tmp_path)
+
+
 def test_a_csv_record_with_more_or_fewer_fields_than_the_header_is_quarantined_with_its_line(tmp_path):
     # polars stopped the whole read on the longer record ("found more fields than defined") and
     # padded the shorter one with nulls; quoted commas and newlines are still one field each

@@ -122,6 +122,16 @@ def test_a_file_that_is_not_pma_records_is_an_error_naming_it(tmp_path: Path):
         read_supplements(tmp_path / "missing.parquet")
 
 
+def test_a_records_file_with_a_column_named_as_the_readers_own_is_an_error_naming_it(tmp_path: Path):
+    # its __row__ made polars refuse the reader's own; its __parse_error__ replaced the reasons of the records
+    for column, values in (("__row__", [5]), ("__parse_error__", [-1])):
+        path = tmp_path / "pma.parquet"
+        _fdadata([("P130026", "2014-10-24", "TACTICATH", "APPROVAL FOR THE CATHETER.")]).with_columns(
+            pl.Series(column, values)).write_parquet(path)
+        with pytest.raises(CorpusError, match=f"pma.parquet: column '{column}' is a name the reader keeps"):
+            read_supplements(path)
+
+
 def test_approval_dates_are_read_from_records_in_either_naming(tmp_path: Path):
     from meddevkg_core.app_store import with_fda_decision_dates
 
