@@ -145,9 +145,9 @@ def _read_csv(path: Path) -> pl.DataFrame:
         if not ragged:
             raise
         df = pl.read_csv(path, infer_schema=False, encoding="utf8-lossy", truncate_ragged_lines=True)
-        refuse_reserved(path, df.columns)
+        _check_header(path, df.columns)
     else:
-        refuse_reserved(path, df.columns)
+        _check_header(path, df.columns)
         if df.width < 2 or df[df.columns[-1]].null_count() == 0:
             return df  # a short record ends in a null, a long one stops polars: there are none
         width, records, ragged = _count_fields(path)
@@ -165,6 +165,15 @@ def _read_csv(path: Path) -> pl.DataFrame:
         errors[index] = f"line {first}: {fields} field{'s' * (fields != 1)} where the header has {width}"
         raws[index] = "".join(lines[first - 1:last]).rstrip("\r\n")
     return df.with_columns(pl.Series("__parse_error__", errors, pl.String), pl.Series("__raw__", raws, pl.String))
+
+
+def _check_header(path: Path, columns: Sequence[str]) -> None:
+    """Refuse a CSV file whose header polars read past a carriage return: polars ends lines at line
+    feeds only, so a file with lines ended by CR alone was one header and no rows, read without error."""
+    refuse_reserved(path, columns)
+    if broken := next((c for c in columns if "\r" in c), None):
+        raise CorpusError(f"{path}: cannot be read: its header runs on past a carriage return ({broken[:40]!r}); "
+                          "lines must end in LF or CR LF, not CR alone")
 
 
 def _count_fields(path: Path) -> tuple[int, int, list[tuple[int, int, int, int]]]:

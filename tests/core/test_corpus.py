@@ -145,6 +145,17 @@ def test_a_csv_record_with_more_or_fewer_fields_than_the_header_is_quarantined_w
     assert json.loads(corpus.rejected["record"][0])["__raw__"] == "P2,stent,Acme,b"
 
 
+def test_a_csv_file_whose_lines_end_in_a_carriage_return_alone_is_refused_not_read_as_empty(tmp_path):
+    # polars read one header "fda_id,text,applicant\rP1,..." and no rows: every device gone, no error
+    (tmp_path / "devices.csv").write_bytes(b"fda_id,text,applicant\rP1,stent,Acme\rP2,valve,Acme\r")
+    (tmp_path / "patents.csv").write_bytes(b"pat_id,text\r\n1,stent\r\n")  # CR LF is a line end
+    with pytest.raises(CorpusError, match=r"devices\.csv: cannot be read: its header runs on past a carriage "
+                                          r"return \('applicant\\rP1'\); lines must end in LF or CR LF"):
+        read_corpus(tmp_path)
+    (tmp_path / "devices.csv").write_bytes(b"fda_id,text,applicant\r\nP1,stent,Acme\r\n")
+    assert read_corpus(tmp_path).patents["pat_id"].to_list() == ["1"]
+
+
 def test_reads_csv_and_jsonl_and_quarantines_bad_rows(tmp_path):
     _write_jsonl(tmp_path / "devices.jsonl", [
         {"fda_id": "P1", "applicant": "Acme", "text": "Coronary stent system", "decision_date": "2010-05-01"},
