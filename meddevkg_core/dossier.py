@@ -80,7 +80,8 @@ def read_pma_file(path: str | Path) -> pl.DataFrame:
     field names); a CorpusError names the file when it cannot be read or is not PMA records. A CSV
     record that cannot be read (the wrong number of fields, bytes that are not UTF-8) is a row with its
     `__parse_error__` and `__raw__`, as the corpus reader reads it: `load_pma_records` quarantines it,
-    `readable_pma_rows` sets it apart."""
+    `readable_pma_rows` sets it apart. So is a record whose `is_original` cannot be read, when that flag
+    is all that tells originals from supplements (`_read_original_flag`)."""
     path = Path(path)
     try:
         frame = pl.read_parquet(path) if path.suffix == ".parquet" else read_raw(path)
@@ -91,7 +92,27 @@ def read_pma_file(path: str | Path) -> pl.DataFrame:
     has_statements = bool({"approval_order_statement", "ao_statement"} & set(frame.columns))
     if not has_statements or not ({"submission_number", "pma_number"} & set(frame.columns)):
         raise CorpusError(f"{path}: not PMA records (no submission_number/pma_number and approval statement columns)")
+    if not {"submission_number", "supplement_number"} & set(frame.columns):
+        return _read_original_flag(path, frame)
     return frame
+
+
+def _read_original_flag(path: Path, frame: pl.DataFrame) -> pl.DataFrame:
+    """The records' `is_original` as a Boolean, when nothing else tells an original from a supplement:
+    in a CSV file it is the text "true" or "false" (either case). A record whose flag is neither is a
+    row with a `__parse_error__`, as a record read_raw could not read; a file without the flag is refused."""
+    dtype = frame.schema.get("is_original")
+    if dtype not in (pl.Boolean, pl.String):
+        found = "no is_original column" if dtype is None else f"is_original holds {dtype}"
+        raise CorpusError(f"{path}: {found}, and no submission_number or supplement_number column: "
+                          "its originals cannot be told from its supplements")
+    text = pl.col("is_original").cast(pl.String).str.strip_chars().str.to_lowercase()
+    unread = (pl.when(text.is_null()).then(pl.lit("missing is_original"))
+              .when(~text.is_in(["true", "false"])).then(pl.format("is_original '{}' is neither true nor false",
+                                                                   pl.col("is_original").cast(pl.String))))
+    earlier = pl.col("__parse_error__") if "__parse_error__" in frame.columns else pl.lit(None, pl.String)
+    return frame.with_columns((text != "false").fill_null(True).alias("is_original"),  # read as an original
+                              pl.coalesce(earlier, unread).alias("__parse_error__"))
 
 
 def readable_pma_rows(frame: pl.DataFrame, source: str) -> TableRead:

@@ -132,6 +132,31 @@ def test_a_records_file_with_a_column_named_as_the_readers_own_is_an_error_namin
             read_supplements(path)
 
 
+def test_records_that_tell_an_original_by_is_original_alone_are_read_from_csv_and_a_bad_flag_is_quarantined(
+        tmp_path: Path):
+    from meddevkg_core.dossier import load_pma_records, read_pma_file, readable_pma_rows
+
+    # a CSV flag is text: polars refused it in pl.when (SchemaError); without the flag, ColumnNotFoundError
+    path = tmp_path / "pma.csv"
+    path.write_text("pma_number,date_decision,device,approval_order_statement,is_original\n"
+                    "P100001,2010-01-05,STENT,APPROVAL FOR THE STENT.,True\n"
+                    "P100001,2011-01-01,STENT,A NEW SUPPLIER.,false\n"
+                    "P100001,2012-06-01,STENT,A NEW COATING.,maybe\n"
+                    "P100001,2013-06-01,STENT,A NEW LABEL.,\n")
+    read = load_pma_records(path)
+    assert read.originals["decision_date"].to_list() == [date(2010, 1, 5)]
+    assert read.supplements.select("decision_date", "statement").rows() == [(date(2011, 1, 1), "A NEW SUPPLIER.")]
+    assert read.rejected.select("record_key", "reason").rows() == [
+        ("pma.csv#2:P100001", "is_original 'maybe' is neither true nor false"),
+        ("pma.csv#3:P100001", "missing is_original")]
+    rows = readable_pma_rows(read_pma_file(path), path.name)  # select-devices reads the same rows
+    assert rows.valid["is_original"].to_list() == [True, False] and rows.rejected.equals(read.rejected)
+    pl.read_csv(path).drop("is_original").write_csv(path)
+    with pytest.raises(CorpusError, match="pma.csv: no is_original column, and no submission_number or "
+                                          "supplement_number column: its originals cannot be told from"):
+        load_pma_records(path)
+
+
 def test_approval_dates_are_read_from_records_in_either_naming(tmp_path: Path):
     from meddevkg_core.app_store import with_fda_decision_dates
 
