@@ -288,8 +288,9 @@ def pma_number_in(fda_ids: Sequence[str]) -> pl.Expr:
 def frame_records(frame: pl.DataFrame) -> list[dict[str, Any]]:
     """The rows of an `openfda_named` frame as raw records for `pma_records_to_devices`, a typed
     date as its ISO text (as the API sends it), and a record the file reader could not read with its
-    `__parse_error__` and `__raw__` (corpus.read_raw)."""
-    if "decision_date" in frame.columns and frame.schema["decision_date"] != pl.String:
+    `__parse_error__` and `__raw__` (corpus.read_raw). A decision date of another type is left as
+    written: cast to a date, the number 20100105 was a day 20 million days after 1970."""
+    if "decision_date" in frame.columns and isinstance(frame.schema["decision_date"], pl.Date | pl.Datetime):
         frame = frame.with_columns(pl.col("decision_date").cast(pl.Date).cast(pl.String))
     return frame.select(c for c in (*_FIELDS, "__parse_error__", "__raw__") if c in frame.columns).to_dicts()
 
@@ -302,7 +303,8 @@ def canonical_pma(frame: pl.DataFrame) -> pl.DataFrame:
         pl.col("pma_number").cast(pl.String).str.strip_chars().str.to_uppercase(),
         pl.col("supplement_number").cast(pl.String).str.strip_chars().replace("", None),
     )
-    if "decision_date" in df.columns and df.schema["decision_date"] == pl.String:
-        df = df.with_columns(pl.coalesce(pl.col("decision_date").str.to_date(fmt, strict=False)
-                                         for fmt in _DATE_FORMATS).alias("decision_date"))
+    if "decision_date" in df.columns and not isinstance(df.schema["decision_date"], pl.Date | pl.Datetime):
+        text = pl.col("decision_date").cast(pl.String, strict=False)  # the number 20100105 is no day count
+        df = df.with_columns(pl.coalesce(text.str.to_date(fmt, strict=False) for fmt in _DATE_FORMATS)
+                             .alias("decision_date"))
     return schemas.conform(df, PMA)

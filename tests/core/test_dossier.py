@@ -16,6 +16,7 @@ from meddevkg_core.corpus import Corpus, CorpusError
 from meddevkg_core.dossier import device_dossiers, load_supplements, read_supplements, supplements_of, with_supplements
 from meddevkg_core.ontology import load_meddevonto
 from meddevkg_core.pipeline import stage2_inputs
+from meddevkg_core.sources.pma_records import canonical_pma
 
 DEVICES = pl.DataFrame({"fda_id": ["P130026", "P100001", "P200002"],
                         "text": ["Cardiac ablation catheter TACTICATH.", "Coronary stent system.",
@@ -155,6 +156,24 @@ def test_records_that_tell_an_original_by_is_original_alone_are_read_from_csv_an
     with pytest.raises(CorpusError, match="pma.csv: no is_original column, and no submission_number or "
                                           "supplement_number column: its originals cannot be told from"):
         load_pma_records(path)
+
+
+def test_a_decision_date_written_as_a_number_is_read_as_written_not_as_days_since_1970(tmp_path: Path):
+    from meddevkg_core.dossier import load_pma_records
+
+    # cast to a date, 20100105 was the year 57002 (quarantined under that date) and 14000 was 2008-05-01
+    path = tmp_path / "pma.parquet"
+    pl.DataFrame({"submission_number": ["P100001", "P100001/S001", "P100001/S002"],
+                  "date_decision": [20100105, 14000, None],
+                  "approval_order_statement": ["APPROVAL FOR THE STENT.", "A NEW SUPPLIER.", "A NEW LABEL."]}
+                 ).write_parquet(path)
+    read = load_pma_records(path)
+    assert read.originals["decision_date"].to_list() == [date(2010, 1, 5)]
+    assert read.supplements.select("supplement_number", "decision_date").rows() == [("S002", None)]
+    assert read.rejected.select("record_key", "reason").rows() == [
+        ("pma.parquet#1:P100001", "supplement S001: unparseable decision_date '14000' (want YYYY-MM-DD or YYYYMMDD)")]
+    # select-devices reads the same file's dates the same way
+    assert canonical_pma(pl.read_parquet(path))["decision_date"].to_list() == [date(2010, 1, 5), None, None]
 
 
 def test_approval_dates_are_read_from_records_in_either_naming(tmp_path: Path):
