@@ -211,6 +211,10 @@ class Reach:
 # --------------------------------------------------------------------------- resolver
 
 
+class AliasClash(ValueError):
+    """An alias names a company that is itself a canonical id (of an alias, a deal or an alliance)."""
+
+
 @dataclass(frozen=True, eq=False)
 class CompanyResolver:
     """Raw name -> canonical company id, plus the dated M&A graph between ids.
@@ -251,7 +255,7 @@ class CompanyResolver:
                      | {n for a in self.alliances for n in (a.company_a, a.company_b)})
         clash = {a: c for a, c in self.aliases.items() if a in canonical and a != c}
         if clash:
-            raise ValueError(f"aliases would re-map known companies: {clash}")
+            raise AliasClash(f"aliases would re-map known companies: {clash}")
         down: dict[str, list[Deal]] = {}
         up: dict[str, list[Deal]] = {}
         for deal in self.deals:
@@ -301,9 +305,13 @@ class CompanyResolver:
         extra = read_company_tables(corpus_dir)
         if extra is None:
             return cls.default(fuzzy_cutoff).with_former_owners(former_owners)
-        resolver = cls.from_frames(pl.concat([aliases_frame(), extra.aliases]),
-                                   pl.concat([acquisitions_frame(), extra.acquisitions]), fuzzy_cutoff,
-                                   pl.concat([alliances_frame(), extra.alliances]))
+        try:
+            resolver = cls.from_frames(pl.concat([aliases_frame(), extra.aliases]),
+                                       pl.concat([acquisitions_frame(), extra.acquisitions]), fuzzy_cutoff,
+                                       pl.concat([alliances_frame(), extra.alliances]))
+        except AliasClash as exc:  # the shipped tables alone have none
+            raise CorpusError(f"{corpus_dir}: its company tables ({', '.join(extra.sources)}) cannot be used: {exc} "
+                              "(an alias naming a known company, or a company named by another's alias)") from exc
         return replace(resolver, former_owners=former_owners, rejected=extra.rejected)
 
     @classmethod
@@ -551,6 +559,7 @@ class CompanyTables:
     acquisitions: pl.DataFrame  # schemas.ACQUISITIONS
     alliances: pl.DataFrame  # schemas.ALLIANCES
     rejected: pl.DataFrame  # schemas.REJECTED_RECORDS
+    sources: tuple[str, ...] = ()  # the files they were read from
 
 
 def read_company_tables(corpus_dir: Path | str) -> CompanyTables | None:
@@ -565,7 +574,8 @@ def read_company_tables(corpus_dir: Path | str) -> CompanyTables | None:
     reads = {table: read_table(path, table) if path is not None else validate_table(pl.DataFrame(), table, "")
              for table, path in paths.items()}
     return CompanyTables(reads["aliases"].valid, reads["acquisitions"].valid, reads["alliances"].valid,
-                         pl.concat([read.rejected for read in reads.values()]))
+                         pl.concat([read.rejected for read in reads.values()]),
+                         tuple(path.name for path in paths.values() if path is not None))
 
 
 def _shipped(table: str) -> pl.DataFrame:

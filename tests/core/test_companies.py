@@ -535,6 +535,20 @@ def test_the_corpus_company_tables_are_read_in_every_corpus_format(tmp_path, suf
         CompanyResolver.for_corpus(tmp_path)
 
 
+def test_corpus_company_tables_that_re_map_a_known_company_are_an_error_naming_them(tmp_path) -> None:
+    # the resolver's ValueError reached the command as a traceback naming no file
+    (tmp_path / "aliases.csv").write_text("alias,canonical\nGUIDANT,Acme Inc.\n")  # GUIDANT is a company
+    (tmp_path / "alliances.csv").write_text("company_a,company_b,start_date\nACME,WIDGETCO,2001-02-03\n")
+    with pytest.raises(CorpusError, match=r"its company tables \(aliases.csv, alliances.csv\) cannot be used: "
+                                          r"aliases would re-map known companies: \{'GUIDANT': 'ACME'\}"):
+        CompanyResolver.for_corpus(tmp_path)
+    # a deal naming a company by another's alias makes the alias a company of its own
+    (tmp_path / "aliases.csv").unlink()
+    (tmp_path / "acquisitions.csv").write_text("acquirer,acquired,close_date\nMedtronic Vascular,ACME,2001-02-03\n")
+    with pytest.raises(CorpusError, match="'MEDTRONIC VASCULAR': 'MEDTRONIC'"):
+        CompanyResolver.for_corpus(tmp_path)
+
+
 def test_corpus_company_rows_missing_a_value_are_quarantined_not_dropped(tmp_path) -> None:
     (tmp_path / "acquisitions.csv").write_text(
         "acquirer,acquired,close_date,source\nZETA MEDICAL,OMEGA DEVICES,,memo\nZETA MEDICAL,,2016-01-01,memo\n"
