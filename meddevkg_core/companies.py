@@ -30,6 +30,7 @@ from meddevkg_core.corpus import (
     COMPANY_ALIASES,
     COMPANY_TABLES,
     CorpusError,
+    TableRead,
     find_table,
     read_table,
     validate_table,
@@ -320,11 +321,7 @@ class CompanyResolver:
         alliances: pl.DataFrame | None = None,
     ) -> CompanyResolver:
         """Build from an alias table (alias, canonical), an ACQUISITIONS and an optional ALLIANCES table."""
-        alias_map: dict[str, str] = {}
-        for alias, canonical in aliases.select("alias", "canonical").iter_rows():
-            key, target = normalize_company(alias), normalize_company(canonical)
-            if key and target:
-                alias_map[key] = target
+        alias_map = _alias_map(aliases)
         acq = schemas.conform(acquisitions, schemas.ACQUISITIONS).drop_nulls(["acquirer", "acquired", "close_date"])
         raw = [
             (a, b, d, source)
@@ -566,16 +563,61 @@ def read_company_tables(corpus_dir: Path | str) -> CompanyTables | None:
     """The corpus's `aliases`, `acquisitions` and `alliances` tables (each .parquet, .csv or .jsonl),
     read and validated as its other tables are (corpus.read_table: a row missing a required value,
     with a bad date or bytes that are not UTF-8, or repeating a key is quarantined with its reason;
-    a file without a required column is a CorpusError naming it); None when there are none."""
+    a file without a required column is a CorpusError naming it), and so is a row the resolver could
+    not use (`_naming_companies`); None when there are none."""
     root = Path(corpus_dir)
     paths = {table: find_table(root, table) for table in COMPANY_TABLES}
     if not any(paths.values()):
         return None
     reads = {table: read_table(path, table) if path is not None else validate_table(pl.DataFrame(), table, "")
              for table, path in paths.items()}
+    sources = {table: path.name for table, path in paths.items() if path is not None}
+    reads["aliases"] = _naming_companies(reads["aliases"], "aliases", sources.get("aliases", ""), {})
+    aliases = _alias_map(pl.concat([aliases_frame(), reads["aliases"].valid]))
+    for table in ("acquisitions", "alliances"):
+        reads[table] = _naming_companies(reads[table], table, sources.get(table, ""), aliases)
     return CompanyTables(reads["aliases"].valid, reads["acquisitions"].valid, reads["alliances"].valid,
-                         pl.concat([read.rejected for read in reads.values()]),
-                         tuple(path.name for path in paths.values() if path is not None))
+                         pl.concat([read.rejected for read in reads.values()]), tuple(sources.values()))
+
+
+def _alias_map(aliases: pl.DataFrame) -> dict[str, str]:
+    """Normalised alias -> normalised canonical; a later row of an alias wins (a corpus's over the shipped)."""
+    alias_map: dict[str, str] = {}
+    for alias, canonical in aliases.select("alias", "canonical").iter_rows():
+        key, target = normalize_company(alias), normalize_company(canonical)
+        if key and target:
+            alias_map[key] = target
+    return alias_map
+
+
+_PARTIES = {"aliases": ("alias", "canonical"), "acquisitions": ("acquirer", "acquired"),
+            "alliances": ("company_a", "company_b")}
+
+
+def _naming_companies(read: TableRead, table: str, source: str, aliases: Mapping[str, str]) -> TableRead:
+    """The valid rows `from_frames` would pass over without a word, quarantined with their reason: a
+    name that normalises to no company ("Inc.", "&"), an alliance of a company with itself (`aliases`
+    say which names are one company). Named by their companies, as corpus._known_pairs names a pair."""
+    columns = _PARTIES[table]
+    reasons: list[str | None] = []
+    for row in read.valid.select(columns).iter_rows():
+        ids = [normalize_company(name) for name in row]
+        companies = [aliases.get(company, company) for company in ids if company]
+        if len(companies) < len(ids):
+            empty = ids.index(None)
+            reasons.append(f"{columns[empty]} {row[empty]!r} names no company once normalised")
+        elif table == "alliances" and companies[0] == companies[1]:
+            reasons.append(f"company_a and company_b are one company ({companies[0]})")
+        else:
+            reasons.append(None)
+    marked = read.valid.with_columns(pl.Series("__reason__", reasons, pl.String))
+    unused = marked.filter(pl.col("__reason__").is_not_null()).select(
+        pl.lit(source).alias("source"),
+        pl.concat_str([pl.lit(f"{table}:"), pl.concat_str(list(columns), separator="|")]).alias("record_key"),
+        pl.col("__reason__").alias("reason"),
+        pl.struct(read.valid.columns).struct.json_encode().alias("record"))
+    return TableRead(marked.filter(pl.col("__reason__").is_null()).drop("__reason__"),
+                     pl.concat([read.rejected, schemas.conform(unused, schemas.REJECTED_RECORDS)]))
 
 
 def _shipped(table: str) -> pl.DataFrame:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 from datetime import date
 from pathlib import Path
 
@@ -547,6 +548,30 @@ def test_corpus_company_tables_that_re_map_a_known_company_are_an_error_naming_t
     (tmp_path / "acquisitions.csv").write_text("acquirer,acquired,close_date\nMedtronic Vascular,ACME,2001-02-03\n")
     with pytest.raises(CorpusError, match="'MEDTRONIC VASCULAR': 'MEDTRONIC'"):
         CompanyResolver.for_corpus(tmp_path)
+
+
+def test_corpus_company_rows_the_resolver_cannot_use_are_quarantined_not_passed_over(tmp_path) -> None:
+    # each was read as valid, and then left out of the resolver without a word
+    (tmp_path / "aliases.csv").write_text("alias,canonical\nZetaX,&\nZeta Devices,ZETA MEDICAL\n")
+    (tmp_path / "acquisitions.csv").write_text("acquirer,acquired,close_date\nInc.,OMEGA DEVICES,2015-06-01\n"
+                                               "ZETA MEDICAL,OMEGA DEVICES,2015-06-01\n")
+    (tmp_path / "alliances.csv").write_text("company_a,company_b,start_date\n"
+                                            "Zeta Devices,Zeta Medical Inc.,2016-01-01\n"
+                                            "Biosense Webster,Johnson & Johnson,2016-01-01\n"
+                                            "ZETA MEDICAL,GADGETCO,2016-01-01\n")
+    r = CompanyResolver.for_corpus(tmp_path)
+    assert r.rejected.select("source", "record_key", "reason").rows() == [
+        ("aliases.csv", "aliases:ZetaX|&", "canonical '&' names no company once normalised"),
+        ("acquisitions.csv", "acquisitions:Inc.|OMEGA DEVICES", "acquirer 'Inc.' names no company once normalised"),
+        ("alliances.csv", "alliances:Zeta Devices|Zeta Medical Inc.", "company_a and company_b are one company "
+                                                                       "(ZETA MEDICAL)"),
+        ("alliances.csv", "alliances:Biosense Webster|Johnson & Johnson", "company_a and company_b are one company "
+                                                                           "(JOHNSON AND JOHNSON)")]
+    assert json.loads(r.rejected["record"][1]) == {"acquirer": "Inc.", "acquired": "OMEGA DEVICES",
+                                                   "close_date": "2015-06-01", "source": None}
+    assert r.resolve("Zeta Devices") == "ZETA MEDICAL"  # the usable rows are all used
+    assert [d.acquired for d in r.deals if d.acquirer == "ZETA MEDICAL"] == ["OMEGA DEVICES"]
+    assert r.company_relation("GADGETCO", None, "ZETA MEDICAL").kind == "partner"
 
 
 def test_corpus_company_rows_missing_a_value_are_quarantined_not_dropped(tmp_path) -> None:
