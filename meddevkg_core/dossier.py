@@ -57,9 +57,13 @@ def load_pma_records(path: str | Path, fda_ids: Sequence[str] | None = None) -> 
     field names), of these devices only when `fda_ids` is given, validated as openFDA's records are
     (pma_records_to_devices: a bad PMA number or date, conflicting copies), keyed by their row in the file."""
     path = Path(path)
-    frame = openfda_named(read_pma_file(path)).with_row_index("__row__")
-    if fda_ids is not None:  # chosen before the rows are cleaned one by one: the national file has 55K
-        frame = frame.filter(pma_number_in(fda_ids))
+    records = read_pma_file(path)
+    try:
+        frame = openfda_named(records).with_row_index("__row__")
+        if fda_ids is not None:  # chosen before the rows are cleaned one by one: the national file has 55K
+            frame = frame.filter(pma_number_in(fda_ids))
+    except pl.exceptions.PolarsError as exc:  # a Parquet number column of bytes that are not UTF-8
+        raise CorpusError(f"{path}: cannot be read as PMA records: {str(exc).splitlines()[0]}") from exc
     return pma_records_to_devices(frame_records(frame), source=path.name, row_numbers=frame["__row__"].to_list(),
                                   devices_need_text=False)  # its devices come from the corpus, not from here
 

@@ -268,11 +268,12 @@ def openfda_named(frame: pl.DataFrame) -> pl.DataFrame:
     """
     df = frame.rename({old: new for old, new in _FDADATA_NAMES.items()
                        if old in frame.columns and new not in frame.columns})
+    # a Parquet column may be of numbers, or of nulls only: read as text, pma_records_to_devices validates
+    number = pl.col("submission_number").cast(pl.String)
     if "pma_number" not in df.columns:
-        df = df.with_columns(pl.col("submission_number").str.split("/").list.first().alias("pma_number"))
+        df = df.with_columns(number.str.split("/").list.first().alias("pma_number"))
     if "supplement_number" not in df.columns and "submission_number" in df.columns:
-        df = df.with_columns(pl.col("submission_number").str.split("/").list.get(1, null_on_oob=True)
-                             .alias("supplement_number"))
+        df = df.with_columns(number.str.split("/").list.get(1, null_on_oob=True).alias("supplement_number"))
     elif "supplement_number" not in df.columns:  # only the flag: any non-empty marker means supplement
         df = df.with_columns(pl.when(pl.col("is_original")).then(None).otherwise(pl.lit("supplement"))
                              .alias("supplement_number"))

@@ -176,6 +176,27 @@ def test_a_decision_date_written_as_a_number_is_read_as_written_not_as_days_sinc
     assert canonical_pma(pl.read_parquet(path))["decision_date"].to_list() == [date(2010, 1, 5), None, None]
 
 
+@pytest.mark.parametrize(("numbers", "reasons"), [
+    ([100001, None], ["pma_number '100001' is not a PMA number", "missing pma_number"]),
+    (pl.Series([None, None], dtype=pl.Null), ["missing pma_number", "missing pma_number"]),
+])
+def test_a_submission_number_column_that_is_not_text_is_read_as_text_and_its_records_quarantined(
+        tmp_path: Path, numbers, reasons):
+    from meddevkg_core.dossier import load_pma_records
+
+    # polars refused to split a number or an all-null column: a SchemaError naming no file
+    path = tmp_path / "pma.parquet"
+    pl.DataFrame({"submission_number": numbers, "approval_order_statement": ["A STENT.", "A VALVE."]}
+                 ).write_parquet(path)
+    assert load_pma_records(path).rejected["reason"].to_list() == reasons
+    assert load_pma_records(path, ["P100001"]).rejected.height == 0  # none is a record of P100001
+    for column in ("pma_number", "submission_number"):  # bytes that are not UTF-8: polars cannot read them as text
+        pl.DataFrame({column: [b"P100001", b"P10000\xff"], "supplement_number": [None, "S001"],
+                      "ao_statement": ["A STENT.", "A VALVE."]}).write_parquet(path)
+        with pytest.raises(CorpusError, match="pma.parquet: cannot be read as PMA records: invalid utf8"):
+            load_pma_records(path, ["P100001"])
+
+
 def test_approval_dates_are_read_from_records_in_either_naming(tmp_path: Path):
     from meddevkg_core.app_store import with_fda_decision_dates
 
