@@ -273,7 +273,8 @@ def openfda_named(frame: pl.DataFrame) -> pl.DataFrame:
     if "pma_number" not in df.columns:
         df = df.with_columns(number.str.split("/").list.first().alias("pma_number"))
     if "supplement_number" not in df.columns and "submission_number" in df.columns:
-        df = df.with_columns(number.str.split("/").list.get(1, null_on_oob=True).alias("supplement_number"))
+        # all after the first "/": "P100001/S001/X" is no copy of S001 (it would supersede or be superseded)
+        df = df.with_columns(number.str.splitn("/", 2).struct.field("field_1").alias("supplement_number"))
     elif "supplement_number" not in df.columns:  # only the flag: any non-empty marker means supplement
         df = df.with_columns(pl.when(pl.col("is_original")).then(None).otherwise(pl.lit("supplement"))
                              .alias("supplement_number"))

@@ -197,6 +197,16 @@ def test_a_submission_number_column_that_is_not_text_is_read_as_text_and_its_rec
             load_pma_records(path, ["P100001"])
 
 
+def test_a_submission_number_with_a_second_slash_keeps_all_of_its_supplement_number(tmp_path: Path):
+    # "P130026/S001/X" was read as S001: a second copy of it, one of the two quarantined as superseded
+    path = tmp_path / "pma.parquet"
+    _fdadata([("P130026", "2014-10-24", "TACTICATH", "APPROVAL FOR THE CATHETER."),
+              ("P130026/S001", "2015-02-01", None, "A NEW DISTAL TIP ADHESIVE."),
+              ("P130026/S001/X", "2015-03-01", None, "A NEW LABEL.")]).write_parquet(path)
+    read = load_supplements(path, ["P130026"])
+    assert read.valid["supplement_number"].to_list() == ["S001", "S001/X"] and read.rejected.height == 0
+
+
 def test_approval_dates_are_read_from_records_in_either_naming(tmp_path: Path):
     from meddevkg_core.app_store import with_fda_decision_dates
 
