@@ -262,10 +262,13 @@ def _unrepeated_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return record
 
 
-def _normalise_columns(raw: pl.DataFrame, table: str) -> pl.DataFrame:
+def _normalise_columns(raw: pl.DataFrame, table: str, source: str) -> pl.DataFrame:
     aliases = _ALIASES[table]
     renames = {c: aliases[c.lower()] for c in raw.columns
                if c.lower() in aliases and aliases[c.lower()] not in raw.columns}
+    if clash := [t for t, count in Counter(renames.values()).items() if count > 1]:  # "id" and "pma_number"
+        named = ", ".join(repr(c) for c, t in renames.items() if t == clash[0])
+        raise CorpusError(f"{source}: table {table!r} has columns {named}, each a name for {clash[0]!r}: keep one")
     df = raw.rename(renames)
     if table == "patents" and "text" not in df.columns and "title" in df.columns:
         parts = [pl.col("title").fill_null("")]
@@ -354,7 +357,7 @@ def validate_table(raw: pl.DataFrame, table: str, source: str) -> TableRead:
     schema = _SCHEMAS[table]
     if raw.width == 0:
         return TableRead(schemas.empty(schema), schemas.empty(schemas.REJECTED_RECORDS))
-    df = _normalise_columns(raw, table).with_row_index("__row__")
+    df = _normalise_columns(raw, table, source).with_row_index("__row__")
     keys = _KEYS[table]
     df = mark_duplicates(df.with_columns(_reasons(df, table, source).alias("__reason__")), keys,
                          "duplicate key of row ")

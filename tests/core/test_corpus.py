@@ -156,6 +156,18 @@ def test_a_csv_file_whose_lines_end_in_a_carriage_return_alone_is_refused_not_re
     assert read_corpus(tmp_path).patents["pat_id"].to_list() == ["1"]
 
 
+@pytest.mark.parametrize(("header", "named"), [
+    ("id,pma_number,text", "'id', 'pma_number', each a name for 'fda_id'"),
+    ("fda_id,company,Company,text", "'company', 'Company', each a name for 'applicant'"),
+], ids=["fda_id", "applicant"])
+def test_two_columns_that_are_names_for_one_are_an_error_naming_them(tmp_path, header, named):
+    # both were renamed to it: a polars DuplicateError naming no file
+    (tmp_path / "devices.csv").write_text(f"{header}\n" + ",".join(["P1"] * (header.count(",") + 1)) + "\n")
+    (tmp_path / "patents.csv").write_text("pat_id,text\n1,stent\n")
+    with pytest.raises(CorpusError, match=f"devices.csv: table 'devices' has columns {named}: keep one"):
+        read_corpus(tmp_path)
+
+
 def test_reads_csv_and_jsonl_and_quarantines_bad_rows(tmp_path):
     _write_jsonl(tmp_path / "devices.jsonl", [
         {"fda_id": "P1", "applicant": "Acme", "text": "Coronary stent system", "decision_date": "2010-05-01"},
