@@ -169,8 +169,12 @@ def _read_csv(path: Path) -> pl.DataFrame:
 
 def _check_header(path: Path, columns: Sequence[str]) -> None:
     """Refuse a CSV file whose header polars read past a carriage return: polars ends lines at line
-    feeds only, so a file with lines ended by CR alone was one header and no rows, read without error."""
+    feeds only, so a file with lines ended by CR alone was one header and no rows, read without error.
+    Refuse one that names a column twice: polars renames the second `<name>_duplicated_0`, and the
+    reader would take the first's values for the column's without a word."""
     refuse_reserved(path, columns)
+    if twice := next((c for c in columns if c.strip() and f"{c}_duplicated_0" in columns), None):  # not ",,"
+        raise CorpusError(f"{path}: cannot be read: its header names column {twice!r} more than once")
     if broken := next((c for c in columns if "\r" in c), None):
         raise CorpusError(f"{path}: cannot be read: its header runs on past a carriage return ({broken[:40]!r}); "
                           "lines must end in LF or CR LF, not CR alone")

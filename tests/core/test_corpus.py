@@ -168,6 +168,16 @@ def test_two_columns_that_are_names_for_one_are_an_error_naming_them(tmp_path, h
         read_corpus(tmp_path)
 
 
+def test_a_csv_header_naming_a_column_twice_is_refused_not_read_with_the_first_alone(tmp_path):
+    # polars named the second "text_duplicated_0": P1 was read as a "stent", its "valve" dropped unseen
+    (tmp_path / "devices.csv").write_text("fda_id,text,applicant,text\nP1,stent,Acme,valve\n")
+    (tmp_path / "patents.csv").write_text("pat_id,text\n1,stent\n")
+    with pytest.raises(CorpusError, match="devices.csv: cannot be read: its header names column 'text' more than"):
+        read_corpus(tmp_path)
+    (tmp_path / "devices.csv").write_text("fda_id,text,,\nP1,stent,,\n")  # a spreadsheet's empty columns
+    assert read_corpus(tmp_path).devices["fda_id"].to_list() == ["P1"]
+
+
 def test_reads_csv_and_jsonl_and_quarantines_bad_rows(tmp_path):
     _write_jsonl(tmp_path / "devices.jsonl", [
         {"fda_id": "P1", "applicant": "Acme", "text": "Coronary stent system", "decision_date": "2010-05-01"},
