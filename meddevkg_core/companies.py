@@ -596,16 +596,22 @@ _PARTIES = {"aliases": ("alias", "canonical"), "acquisitions": ("acquirer", "acq
 
 def _naming_companies(read: TableRead, table: str, source: str, aliases: Mapping[str, str]) -> TableRead:
     """The valid rows `from_frames` would pass over without a word, quarantined with their reason: a
-    name that normalises to no company ("Inc.", "&"), an alliance of a company with itself (`aliases`
+    name that normalises to no company ("Inc.", "&"), an alias that is an earlier one once normalised
+    but names another company (the later would win), an alliance of a company with itself (`aliases`
     say which names are one company). Named by their companies, as corpus._known_pairs names a pair."""
     columns = _PARTIES[table]
     reasons: list[str | None] = []
+    first: dict[str, tuple[str, str]] = {}  # normalised alias -> its first row's alias and company
     for row in read.valid.select(columns).iter_rows():
         ids = [normalize_company(name) for name in row]
         companies = [aliases.get(company, company) for company in ids if company]
         if len(companies) < len(ids):
             empty = ids.index(None)
             reasons.append(f"{columns[empty]} {row[empty]!r} names no company once normalised")
+        elif table == "aliases" and first.setdefault(companies[0], (row[0], companies[1]))[1] != companies[1]:
+            kept = first[companies[0]]
+            reasons.append(f"alias {row[0]!r} is alias {kept[0]!r} once normalised ({companies[0]}), "
+                           f"which names {kept[1]}")
         elif table == "alliances" and companies[0] == companies[1]:
             reasons.append(f"company_a and company_b are one company ({companies[0]})")
         else:

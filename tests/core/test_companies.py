@@ -551,8 +551,9 @@ def test_corpus_company_tables_that_re_map_a_known_company_are_an_error_naming_t
 
 
 def test_corpus_company_rows_the_resolver_cannot_use_are_quarantined_not_passed_over(tmp_path) -> None:
-    # each was read as valid, and then left out of the resolver without a word
-    (tmp_path / "aliases.csv").write_text("alias,canonical\nZetaX,&\nZeta Devices,ZETA MEDICAL\n")
+    # each was read as valid, and then left out of the resolver (or overrode an earlier row) without a word
+    (tmp_path / "aliases.csv").write_text("alias,canonical\nZetaX,&\nZeta Devices,ZETA MEDICAL\n"
+                                          "ZETA DEVICES INC.,OMEGA DEVICES\nZeta Devices Corp,Zeta Medical Inc\n")
     (tmp_path / "acquisitions.csv").write_text("acquirer,acquired,close_date\nInc.,OMEGA DEVICES,2015-06-01\n"
                                                "ZETA MEDICAL,OMEGA DEVICES,2015-06-01\n")
     (tmp_path / "alliances.csv").write_text("company_a,company_b,start_date\n"
@@ -562,12 +563,15 @@ def test_corpus_company_rows_the_resolver_cannot_use_are_quarantined_not_passed_
     r = CompanyResolver.for_corpus(tmp_path)
     assert r.rejected.select("source", "record_key", "reason").rows() == [
         ("aliases.csv", "aliases:ZetaX|&", "canonical '&' names no company once normalised"),
+        ("aliases.csv", "aliases:ZETA DEVICES INC.|OMEGA DEVICES", "alias 'ZETA DEVICES INC.' is alias 'Zeta "
+                                                                    "Devices' once normalised (ZETA DEVICES), which "
+                                                                    "names ZETA MEDICAL"),
         ("acquisitions.csv", "acquisitions:Inc.|OMEGA DEVICES", "acquirer 'Inc.' names no company once normalised"),
         ("alliances.csv", "alliances:Zeta Devices|Zeta Medical Inc.", "company_a and company_b are one company "
                                                                        "(ZETA MEDICAL)"),
         ("alliances.csv", "alliances:Biosense Webster|Johnson & Johnson", "company_a and company_b are one company "
                                                                            "(JOHNSON AND JOHNSON)")]
-    assert json.loads(r.rejected["record"][1]) == {"acquirer": "Inc.", "acquired": "OMEGA DEVICES",
+    assert json.loads(r.rejected["record"][2]) == {"acquirer": "Inc.", "acquired": "OMEGA DEVICES",
                                                    "close_date": "2015-06-01", "source": None}
     assert r.resolve("Zeta Devices") == "ZETA MEDICAL"  # the usable rows are all used
     assert [d.acquired for d in r.deals if d.acquirer == "ZETA MEDICAL"] == ["OMEGA DEVICES"]
