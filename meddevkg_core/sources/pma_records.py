@@ -111,6 +111,10 @@ def _has_undecodable(text: str) -> bool:
     return any("\udc80" <= ch <= "\udcff" for ch in text)
 
 
+def _has_lone_surrogate(text: str) -> bool:
+    return any("\ud800" <= ch <= "\udfff" for ch in text)
+
+
 def _field(record: dict[str, Any], name: str) -> tuple[str, str | None]:
     """(text value, problem or None) for one field; missing and null read as '' like openFDA."""
     value = record.get(name)
@@ -127,6 +131,8 @@ def _field(record: dict[str, Any], name: str) -> tuple[str, str | None]:
         return "", f"{name} is a {type(value).__name__}, not text"
     if _has_undecodable(value):
         return "", f"non-UTF-8 bytes in {name}"
+    if _has_lone_surrogate(value):  # a JSON "\ud800" escape: no UTF-8 table can hold it
+        return "", f"{name} is not valid Unicode (a lone surrogate)"
     return value, None
 
 

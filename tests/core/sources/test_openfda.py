@@ -329,6 +329,14 @@ def test_supplements_are_kept_apart_and_a_bad_one_is_quarantined():
     assert any(r.startswith("supplement S004: unparseable decision_date '31/12/2025'") for r in reasons)
 
 
+def test_a_lone_surrogate_from_a_json_escape_quarantines_the_record():
+    records = json.loads(json.dumps([_record("P240000"), _record("P240001")]).replace(
+        "Minima Stent System P240001", "Minima \\ud800 Stent"))  # what an API answer's "\ud800" decodes to
+    result = pma_records_to_devices(records)
+    assert result.devices["fda_id"].to_list() == ["P240000"]
+    assert any("trade_name is not valid Unicode (a lone surrogate)" in r for r in result.rejected["reason"])
+
+
 def test_conflicting_copies_of_a_supplement_resolve_the_same_whatever_the_order():
     records = [_record("P240000", "S001", "2025-01-02", ao_statement="Approval for the first text."),
                _record("P240000", "S001", "2025-03-04", ao_statement="Approval for the later text."),
