@@ -17,7 +17,6 @@ import json
 import logging
 import os
 import random
-import re
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -37,11 +36,9 @@ from meddevkg_core.http_client import (  # noqa: F401  (re-exported: the LLM cli
     SourceError,
     parse_retry_after,
 )
+from meddevkg_core.unstorable_text import LONE_SURROGATE
 
 log = logging.getLogger(__name__)
-
-LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-"""What a "\\ud800" JSON escape decodes to: no UTF-8 file or table can hold it."""
 
 ENV_PREFIX = "MEDDEVKG_LLM_"
 API_KEY_ENV = ENV_PREFIX + "API_KEY"

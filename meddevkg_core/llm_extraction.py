@@ -36,8 +36,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from meddevkg_core import schemas
 from meddevkg_core.entities import COMPONENT, MECHANISM, ConceptMatch, ExtractionResult, ground_span, map_phrase
-from meddevkg_core.llm_client import LONE_SURROGATE, ChatClient, LLMConfig, LLMRequestError
+from meddevkg_core.llm_client import ChatClient, LLMConfig, LLMRequestError
 from meddevkg_core.ontology import Ontology, normalize_term
+from meddevkg_core.unstorable_text import LONE_SURROGATE
 
 if TYPE_CHECKING:
     from spacy.language import Language

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import date
@@ -35,13 +34,13 @@ from meddevkg_core.sources.patentsview import (
     rejected_frame,
     rejected_row,
 )
+from meddevkg_core.unstorable_text import LONE_SURROGATE
 
 SOURCE = "patentsview_api"
 API_KEY_ENV = "MEDDEVKG_PATENTSVIEW_API_KEY"
 DEFAULT_BASE_URL = "https://search.patentsview.org/api/v1"
 MAX_PAGE_SIZE = 1000
 REQUESTS_PER_MINUTE = 45.0
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 PATENT_FIELDS: tuple[str, ...] = (
     "patent_id", "patent_type", "patent_title", "patent_abstract", "patent_date",
@@ -135,7 +134,7 @@ def _text(value: Any) -> str:
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise ValueError(f"a {type(value).__name__}, not text")
     text = str(value).strip()
-    if _SURROGATE.search(text):
+    if LONE_SURROGATE.search(text):
         raise ValueError("not valid Unicode: a lone surrogate")
     return text
 

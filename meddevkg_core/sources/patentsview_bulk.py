@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import csv
 import io
-import re
 import zipfile
 import zlib
 from collections import defaultdict
@@ -53,6 +52,7 @@ from meddevkg_core.sources.patentsview import (
     rejected_frame,
     rejected_row,
 )
+from meddevkg_core.unstorable_text import UNDECODABLE
 
 SOURCE = "patentsview_bulk"
 DEFAULT_BATCH_SIZE = 100_000
@@ -68,7 +68,6 @@ TABLES: dict[str, tuple[str, ...]] = {
 """The columns each build reads (others, e.g. wipo_kind or cpc_type, may be present and are ignored)."""
 
 T = TypeVar("T")
-_UNDECODABLE = re.compile("[\udc80-\udcff]")  # bytes that were not UTF-8, kept by surrogateescape
 
 
 class BulkFormatError(InputError):
@@ -126,8 +125,8 @@ def _structural_problem(fields: list[str], columns: tuple[str, ...], key: int) -
     if len(fields) != len(columns):
         return f"wrong column count: {len(fields)} fields, the header has {len(columns)}"
     joined = "\t".join(fields)
-    if not joined.isascii() and _UNDECODABLE.search(joined):
-        name = next(n for n, v in zip(columns, fields, strict=True) if _UNDECODABLE.search(v))
+    if not joined.isascii() and UNDECODABLE.search(joined):
+        name = next(n for n, v in zip(columns, fields, strict=True) if UNDECODABLE.search(v))
         return f"non-UTF-8 bytes in column {name}"
     patent_id = fields[key]
     if PATENT_ID.fullmatch(patent_id):

@@ -36,6 +36,7 @@ from typing import Any, NamedTuple
 import polars as pl
 
 from meddevkg_core import schemas
+from meddevkg_core.unstorable_text import LONE_SURROGATE, UNDECODABLE
 
 PMA = pl.Schema(
     {
@@ -106,15 +107,6 @@ def parse_decision_date(value: str) -> date | None:
     return None
 
 
-def _has_undecodable(text: str) -> bool:
-    """Bytes that were not UTF-8 arrive as lone surrogates (decoded with 'surrogateescape')."""
-    return any("\udc80" <= ch <= "\udcff" for ch in text)
-
-
-def _has_lone_surrogate(text: str) -> bool:
-    return any("\ud800" <= ch <= "\udfff" for ch in text)
-
-
 def _field(record: dict[str, Any], name: str) -> tuple[str, str | None]:
     """(text value, problem or None) for one field; missing and null read as '' like openFDA."""
     value = record.get(name)
@@ -129,9 +121,9 @@ def _field(record: dict[str, Any], name: str) -> tuple[str, str | None]:
         value = str(value)
     if not isinstance(value, str):
         return "", f"{name} is a {type(value).__name__}, not text"
-    if _has_undecodable(value):
+    if UNDECODABLE.search(value):
         return "", f"non-UTF-8 bytes in {name}"
-    if _has_lone_surrogate(value):  # a JSON "\ud800" escape: no UTF-8 table can hold it
+    if LONE_SURROGATE.search(value):  # a JSON "\ud800" escape: no UTF-8 table can hold it
         return "", f"{name} is not valid Unicode (a lone surrogate)"
     return value, None
 
