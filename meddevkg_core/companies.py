@@ -33,6 +33,7 @@ from meddevkg_core.corpus import (
     TableRead,
     find_table,
     read_table,
+    rejected_rows,
     validate_table,
 )
 from meddevkg_core.device_activity import LAST_DECISION_DATE
@@ -617,13 +618,9 @@ def _naming_companies(read: TableRead, table: str, source: str, aliases: Mapping
         else:
             reasons.append(None)
     marked = read.valid.with_columns(pl.Series("__reason__", reasons, pl.String))
-    unused = marked.filter(pl.col("__reason__").is_not_null()).select(
-        pl.lit(source).alias("source"),
-        pl.concat_str([pl.lit(f"{table}:"), pl.concat_str(list(columns), separator="|")]).alias("record_key"),
-        pl.col("__reason__").alias("reason"),
-        pl.struct(read.valid.columns).struct.json_encode().alias("record"))
+    key = pl.concat_str([pl.lit(f"{table}:"), pl.concat_str(list(columns), separator="|")])
     return TableRead(marked.filter(pl.col("__reason__").is_null()).drop("__reason__"),
-                     pl.concat([read.rejected, schemas.conform(unused, schemas.REJECTED_RECORDS)]))
+                     pl.concat([read.rejected, rejected_rows(marked, read.valid.columns, source, key)]))
 
 
 def _shipped(table: str) -> pl.DataFrame:
