@@ -297,14 +297,13 @@ class SourcesResource(dg.ConfigurableResource):
             raise dg.Failure(f"MEDDEVKG_PATENT_SOURCE={self.patent_source!r}: expected one of {PATENT_SOURCES}")
         if self.patent_source == "patentsview_bulk" and not self.patentsview_bulk_dir:
             raise dg.Failure("MEDDEVKG_PATENT_SOURCE=patentsview_bulk needs MEDDEVKG_PATENTSVIEW_BULK_DIR")
-        if self.patent_source == "patentsview_api" and not (self.patents_granted_since or "").strip():
+        try:
+            since = parse_iso_date(self.patents_granted_since)
+        except ValueError as exc:
+            raise dg.Failure(f"MEDDEVKG_PATENTS_GRANTED_SINCE: {exc}") from None
+        if self.patent_source == "patentsview_api" and since is None:
             raise dg.Failure(
                 "MEDDEVKG_PATENT_SOURCE=patentsview_api needs MEDDEVKG_PATENTS_GRANTED_SINCE (YYYY-MM-DD)")
-        if self.patents_granted_since:
-            try:
-                parse_iso_date(self.patents_granted_since)
-            except ValueError as exc:
-                raise dg.Failure(f"MEDDEVKG_PATENTS_GRANTED_SINCE: {exc}") from None
         return self
 
 
