@@ -96,8 +96,8 @@ def _reported_corpus_path(report: Path) -> str | None:
         raise InputError(f"{report}: not a run or benchmark report ({exc}); name the corpus with --corpus") from None
     corpus = body.get("corpus") if isinstance(body, dict) else None
     path = corpus.get("path") if isinstance(corpus, dict) else None
-    if not isinstance(body, dict) or corpus is not None and not (isinstance(corpus, dict) and
-                                                                   isinstance(path, str | None)):
+    usable_corpus = corpus is None or isinstance(corpus, dict) and isinstance(path, str | None)
+    if not (isinstance(body, dict) and usable_corpus):
         raise InputError(f"{report}: not a run or benchmark report (no corpus path in "
                          f"{json.dumps(body)[:80]}); name the corpus with --corpus")
     return path
@@ -110,9 +110,10 @@ def from_output_dir(out_dir: str | Path, corpus_dir: str | Path | None = None) -
     out = Path(out_dir)
     if not (out / "links.parquet").is_file():
         raise FileNotFoundError(f"{out}: no links.parquet (a `meddevkg run` or `meddevkg benchmark` output)")
-    if missing := [c for c in LINK_REQUIRED if c not in pl.read_parquet_schema(out / "links.parquet")]:
+    links = pl.read_parquet(out / "links.parquet")
+    if missing := [c for c in LINK_REQUIRED if c not in links.columns]:
         raise InputError(f"{out / 'links.parquet'}: not the links of a run or benchmark (no {', '.join(missing)})")
-    links = _pick(pl.read_parquet(out / "links.parquet"), LINK_COLS)
+    links = _pick(links, LINK_COLS)
     paths = _no_paths()
     for name in ("candidates.parquet", "company_matches.parquet"):
         if (out / name).is_file() and "company_path" in pl.read_parquet_schema(out / name):
