@@ -92,7 +92,7 @@ def _reported_corpus_path(report: Path) -> str | None:
     error naming the file, not a traceback (a report without the key predates it: None)."""
     try:
         body = json.loads(report.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise InputError(f"{report}: not a run or benchmark report ({exc}); name the corpus with --corpus") from None
     corpus = body.get("corpus") if isinstance(body, dict) else None
     path = corpus.get("path") if isinstance(corpus, dict) else None

@@ -233,7 +233,7 @@ def _read_jsonl(path: Path) -> pl.DataFrame:
             record = json.loads(line, object_pairs_hook=_unrepeated_keys)
             if not isinstance(record, dict):
                 raise ValueError("not a JSON object")
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested deeper than json can read
             rows.append({"__parse_error__": f"line {number}: invalid JSON ({exc})", "__raw__": line[:500]})
             continue
         refuse_reserved(path, record, f"line {number}: ")

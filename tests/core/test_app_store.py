@@ -27,7 +27,8 @@ def test_a_directory_written_by_benchmark_then_run_names_the_runs_corpus(tmp_pat
     assert corpus_of(out) == tmp_path / "a"
 
 
-@pytest.mark.parametrize("body", ["{not json", '{"corpus": "x"}', '{"corpus": {"path": 3}}', "[1]"])
+@pytest.mark.parametrize("body", ["{not json", '{"corpus": "x"}', '{"corpus": {"path": 3}}', "[1]",
+                                  "[" * 100_000 + "]" * 100_000])
 def test_a_report_that_no_run_wrote_is_named_instead_of_a_traceback(tmp_path, body):
     (tmp_path / "report.json").write_text(body)
     with pytest.raises(InputError, match=r"report\.json: not a run or benchmark report .*--corpus"):

@@ -61,6 +61,17 @@ def test_a_jsonl_record_giving_a_key_twice_is_quarantined_not_read_with_its_last
         ("devices#1:", "line 2: invalid JSON (key 'fda_id' given twice)")]
 
 
+def test_a_jsonl_line_nested_deeper_than_json_reads_is_quarantined_not_a_traceback(tmp_path):
+    # json.loads raised RecursionError, which ended the whole read
+    (tmp_path / "devices.jsonl").write_text('{"fda_id": "P1", "text": ' + "[" * 100_000 + "]" * 100_000 + "}\n"
+                                            '{"fda_id": "P2", "text": "lead"}\n')
+    (tmp_path / "patents.csv").write_text("pat_id,text\n1,stent\n")
+    corpus = read_corpus(tmp_path)
+    assert corpus.devices["fda_id"].to_list() == ["P2"]
+    [reason] = corpus.rejected["reason"].to_list()
+    assert reason.startswith("line 1: invalid JSON (maximum recursion depth")
+
+
 def test_a_jsonl_object_where_a_value_belongs_is_quarantined_not_read_as_its_python_text(tmp_path):
     # str() of the dict was kept: device "{'N': 'P1'}", a text "{'en': 'Heart valve'}"
     _write_jsonl(tmp_path / "devices.jsonl", [{"fda_id": {"n": "P1"}, "text": "Coronary stent"},
