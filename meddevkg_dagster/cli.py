@@ -124,10 +124,8 @@ def register_partitions(instance, name: str, wanted: list[str]) -> list[str]:
 def _demo(_: argparse.Namespace) -> int:
     import duckdb
 
-    from meddevkg_dagster.resources import home_dir
-
     run = materialize_corpus()
-    db = os.environ.get("MEDDEVKG_DUCKDB", str(home_dir() / "warehouse.duckdb"))
+    db = str(_default_db())
     with duckdb.connect(db, read_only=True) as con:
         ev = con.sql("select * from meddevkg.link_evaluation").pl().row(0, named=True)
         top = con.sql("""select l.fda_id, l.pat_id, round(l.probability, 3) as p, l.evidence
