@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -138,6 +139,7 @@ def _read_csv(path: Path) -> pl.DataFrame:
     (polars stops on the one and pads the other with nulls) becomes a row with a parse error naming
     its line, kept whole in `__raw__`. The csv module counts the fields, only when polars stopped or
     padding is possible: it is several times slower than polars."""
+    _refuse_stray_carriage_return(path)
     try:
         df = pl.read_csv(path, infer_schema=False, encoding="utf8-lossy")
     except pl.exceptions.ComputeError:
@@ -178,6 +180,42 @@ def _check_header(path: Path, columns: Sequence[str]) -> None:
     if broken := next((c for c in columns if "\r" in c), None):
         raise CorpusError(f"{path}: cannot be read: its header runs on past a carriage return ({broken[:40]!r}); "
                           "lines must end in LF or CR LF, not CR alone")
+
+
+_CSV_TOKEN = re.compile(r'"|,|\r\n|\r|\n')
+
+
+def _refuse_stray_carriage_return(path: Path) -> None:
+    """Refuse a CSV file with a carriage return alone outside quotes after its header: polars keeps it
+    in a field's text, or drops it before a comma, or miscounts the rows around it, and the csv module
+    ends a line there. A CR before an LF ends a line; one in a quoted field is the field's text. Only a
+    file with a CR not before an LF is tokenised in Python: the search for one runs in C."""
+    with path.open("rb") as handle:
+        if not re.search(rb"\r(?!\n|\Z)", handle.read()):  # a CR ending the file ends its last line
+            return
+    with path.open(encoding="utf-8", errors="replace", newline="") as handle:
+        text = handle.read()
+    line, quoted, field_start, escaped = 1, False, 0, -1
+    for token in _CSV_TOKEN.finditer(text):
+        mark, at = token.group(), token.start()
+        if mark == '"':
+            if at == escaped:  # the second quote of a quoted field's ""
+                continue
+            if quoted and text.startswith('"', at + 1):
+                escaped = at + 1
+            elif quoted or at == field_start:  # a quote within a field is text
+                quoted = not quoted
+        elif quoted:
+            line += mark != ","  # a line as the csv module counts them (_count_fields): a CR ends one
+        elif mark == ",":
+            field_start = at + 1
+        elif mark == "\r" and token.end() < len(text):
+            if line > 1:  # in the header, _check_header names the line ends of CR alone
+                raise CorpusError(f"{path}: cannot be read: line {line} has a carriage return alone (not before "
+                                  "a line feed) outside quotes; quote the field that holds it, or end lines in LF or "
+                                  "CR LF")
+        else:
+            line, field_start = line + 1, token.end()
 
 
 def _count_fields(path: Path) -> tuple[int, int, list[tuple[int, int, int, int]]]:

@@ -167,6 +167,27 @@ def test_a_csv_file_whose_lines_end_in_a_carriage_return_alone_is_refused_not_re
     assert read_corpus(tmp_path).patents["pat_id"].to_list() == ["1"]
 
 
+@pytest.mark.parametrize("stray", [b'P3,3.5" coronary\rstent,Acme\n', b"P3,stent\r,Acme\n",
+                                   b"P3,stent,Acme\rP4,valve,Acme\n"],
+                         ids=["inside a field", "ending a field", "ending a line"])
+def test_a_carriage_return_alone_outside_quotes_in_a_csv_file_refuses_it_naming_its_line(tmp_path, stray):
+    # polars kept "Coronary\rstent" as the text and dropped the CR of "stent\r,"; where a record came
+    # out short or long, the csv module, which ends a line at the CR, misaligned the records. The first
+    # case's quote is no opening one: a quote opens a field or it is text (as polars and csv read it)
+    head = (b'fda_id,text,applicant\n'
+            b'P1,"Heart\r\nvalve, aortic\rroot",\n'  # quoted: the CR is the text's
+            b'P2,"Catheter ""3.5""",Acme\n')
+    (tmp_path / "devices.csv").write_bytes(head + stray + b"P5,Pacemaker,Acme,x\n")
+    (tmp_path / "patents.csv").write_bytes(b"pat_id,text\n1,stent\r\n")
+    with pytest.raises(CorpusError, match=r"devices\.csv: cannot be read: line 6 has a carriage return alone \(not "
+                                          r"before a line feed\) outside quotes; quote the field that holds it, or "
+                                          r"end lines in LF or CR LF$"):
+        read_corpus(tmp_path)
+    (tmp_path / "devices.csv").write_bytes(head + b'P3,"Coronary\rstent",Acme\n')
+    assert read_corpus(tmp_path).devices.select("fda_id", "text").rows() == [
+        ("P1", "Heart\r\nvalve, aortic\rroot"), ("P2", 'Catheter "3.5"'), ("P3", "Coronary\rstent")]
+
+
 @pytest.mark.parametrize(("header", "named"), [
     ("id,pma_number,text", "'id', 'pma_number', each a name for 'fda_id'"),
     ("fda_id,company,Company,text", "'company', 'Company', each a name for 'applicant'"),
