@@ -106,8 +106,37 @@ def read_raw(path: Path) -> pl.DataFrame:
         else:
             return _flag_undecodable(_read_jsonl(path))
     except (pl.exceptions.PolarsError, OSError) as exc:
-        raise CorpusError(f"{path}: cannot be read: {exc}") from exc
+        bad_quote = _BAD_QUOTE.search(str(exc)) if path.suffix == ".csv" else None
+        reason = _bad_quote(path, *bad_quote.groups()) if bad_quote else one_line(exc)
+        raise CorpusError(f"{path}: cannot be read: {reason}") from exc
     return df.with_columns(_column_text(path, df, name) for name in df.columns)
+
+
+MAX_REASON_CHARS = 300
+_BAD_QUOTE = re.compile(r"at column '(.*?)' \(column number \d+\).*Field `(.*)` is not properly escaped", re.DOTALL)
+
+
+def one_line(exc: BaseException) -> str:
+    """An error's message as one line for an InputError: polars follows its first paragraph with
+    advice ("You might want to try: ...") that names its own options, and may quote text of many lines."""
+    return " ".join(str(exc).split("\n\n")[0].split())[:MAX_REASON_CHARS]
+
+
+def _bad_quote(path: Path, column: str, field: str) -> str:
+    """polars' "Field `...` is not properly escaped", with the line the csv module finds it on, and why."""
+    shown = repr(field if len(field) <= 40 else field[:40] + "...")
+    reason = f"column {column!r}: field {shown} is not properly escaped"
+    _take_any_field(path)
+    with path.open(encoding="utf-8", errors="replace", newline="") as handle:
+        reader, first = csv.reader(handle, strict=True), 1
+        try:
+            for _ in reader:
+                first = reader.line_num + 1
+        except csv.Error as exc:
+            why = ("its quote is never closed" if "unexpected end of data" in str(exc)
+                   else "text follows its closing quote" if "expected after" in str(exc) else str(exc))
+            return f"line {first}, {reason} ({why})"
+    return reason
 
 
 RESERVED_COLUMNS = ("__row__", "__reason__", "__parse_error__", "__raw__")
@@ -130,8 +159,7 @@ def _column_text(path: Path, df: pl.DataFrame, name: str) -> pl.Series:
     try:
         return df.select(_to_text(name, dtype)).to_series()
     except pl.exceptions.PolarsError as exc:
-        reason = str(exc).splitlines()[0]
-        raise CorpusError(f"{path}: column {name!r} ({dtype}) cannot be read as text: {reason}") from exc
+        raise CorpusError(f"{path}: column {name!r} ({dtype}) cannot be read as text: {one_line(exc)}") from exc
 
 
 def _read_csv(path: Path) -> pl.DataFrame:
@@ -222,7 +250,7 @@ def _count_fields(path: Path) -> tuple[int, int, list[tuple[int, int, int, int]]
     """The header's field count, the number of records after it, and (record, first line, last line,
     field count) of each record whose count is not the header's; a blank line is no such record (polars
     reads it as a row of nulls, quarantined for its missing values)."""
-    csv.field_size_limit(max(csv.field_size_limit(), path.stat().st_size))  # no field is longer than the file
+    _take_any_field(path)
     ragged: list[tuple[int, int, int, int]] = []
     with path.open(encoding="utf-8", errors="replace", newline="") as handle:
         reader = csv.reader(handle)
@@ -233,6 +261,11 @@ def _count_fields(path: Path) -> tuple[int, int, list[tuple[int, int, int, int]]
                 ragged.append((records - 1, first, reader.line_num, len(fields)))
             first = reader.line_num + 1
     return width, records, ragged
+
+
+def _take_any_field(path: Path) -> None:
+    """Let the csv module read any field of this file: none is longer than the file."""
+    csv.field_size_limit(max(csv.field_size_limit(), path.stat().st_size))
 
 
 def _flag_undecodable(df: pl.DataFrame) -> pl.DataFrame:

@@ -22,7 +22,7 @@ from pathlib import Path
 import polars as pl
 
 from meddevkg_core import schemas
-from meddevkg_core.corpus import Corpus, CorpusError, TableRead, read_raw, refuse_reserved
+from meddevkg_core.corpus import Corpus, CorpusError, TableRead, one_line, read_raw, refuse_reserved
 from meddevkg_core.sources.pma_records import (
     PmaDevices,
     frame_records,
@@ -63,7 +63,7 @@ def load_pma_records(path: str | Path, fda_ids: Sequence[str] | None = None) -> 
         if fda_ids is not None:  # chosen before the rows are cleaned one by one: the national file has 55K
             frame = frame.filter(pma_number_in(fda_ids))
     except pl.exceptions.PolarsError as exc:  # a Parquet number column of bytes that are not UTF-8
-        raise CorpusError(f"{path}: cannot be read as PMA records: {str(exc).splitlines()[0]}") from exc
+        raise CorpusError(f"{path}: cannot be read as PMA records: {one_line(exc)}") from exc
     return pma_records_to_devices(frame_records(frame), source=path.name, row_numbers=frame["__row__"].to_list(),
                                   devices_need_text=False)  # its devices come from the corpus, not from here
 

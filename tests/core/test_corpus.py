@@ -188,6 +188,26 @@ def test_a_carriage_return_alone_outside_quotes_in_a_csv_file_refuses_it_naming_
         ("P1", "Heart\r\nvalve, aortic\rroot"), ("P2", 'Catheter "3.5"'), ("P3", "Coronary\rstent")]
 
 
+@pytest.mark.parametrize(("record", "reason"), [
+    (b'P2,"Heart valve,Acme\nP3,stent,Acme\n',
+     "line 3, column 'text': field '\"Heart valve,Acme\\nP3,stent,Acme\\n' is not properly escaped (its quote is "
+     "never closed)"),
+    (b'P2,"Heart valve"s,Acme\nP3,"Aortic valve, with an aortic valve delivery system and a loading kit",\n',
+     "line 3, column 'text': field '\"Heart valve\"s' is not properly escaped (text follows its closing quote)"),
+    (b'P2,"Aortic valve, with an aortic valve delivery system"s,Acme\n',
+     "line 3, column 'text': field '\"Aortic valve, with an aortic valve deli...' is not properly escaped (text "
+     "follows its closing quote)"),
+], ids=["never closed", "text after the quote", "a long field"])
+def test_a_csv_field_with_a_malformed_quote_refuses_the_file_in_one_line_naming_its_line(tmp_path, record, reason):
+    # the error was polars' own: the field (the rest of the file, for a quote never closed), then
+    # "You might want to try:" and a list of read_csv options, over 15 lines
+    (tmp_path / "devices.csv").write_bytes(b"fda_id,text,applicant\nP1,stent,Acme\n" + record)
+    (tmp_path / "patents.csv").write_text("pat_id,text\n1,stent\n")
+    with pytest.raises(CorpusError) as refused:
+        read_corpus(tmp_path)
+    assert str(refused.value) == f"{tmp_path / 'devices.csv'}: cannot be read: {reason}"
+
+
 @pytest.mark.parametrize(("header", "named"), [
     ("id,pma_number,text", "'id', 'pma_number', each a name for 'fda_id'"),
     ("fda_id,company,Company,text", "'company', 'Company', each a name for 'applicant'"),

@@ -507,7 +507,7 @@ def test_an_unusable_input_ends_the_command_with_one_line_naming_it(tmp_path, mo
     truncated.mkdir()
     (truncated / "devices.parquet").write_bytes(b"PAR1 cut short")
     (truncated / "patents.csv").write_text("pat_id,text\n1,stent\n")
-    unclosed = tmp_path / "unclosed"  # polars' message for it adds lines of advice on its own API
+    unclosed = tmp_path / "unclosed"  # polars' message ran over the field's lines, then advice on its API
     unclosed.mkdir()
     (unclosed / "devices.csv").write_text('fda_id,text\nP1,"stent\nP2,valve\n')
     (unclosed / "patents.csv").write_text("pat_id,text\n1,stent\n")
@@ -521,7 +521,9 @@ def test_an_unusable_input_ends_the_command_with_one_line_naming_it(tmp_path, mo
     cases = {
         ("run", "--corpus", str(tmp_path / "nowhere"), "--out", out): f"corpus directory {tmp_path}/nowhere does not",
         ("run", "--corpus", str(truncated), "--out", out): f"{truncated}/devices.parquet: cannot be read: ",
-        ("run", "--corpus", str(unclosed), "--out", out): f"{unclosed}/devices.csv: cannot be read: could not parse",
+        ("run", "--corpus", str(unclosed), "--out", out):
+            f"{unclosed}/devices.csv: cannot be read: line 2, column 'text': field '\"stent\\nP2,valve\\n' is not "
+            "properly escaped (its quote is never closed)\n",
         ("run", "--corpus", str(corpus), "--out", out, "--fda-pma", missing): f"{missing}: cannot be read as PMA",
         ("select-devices", "--fda-pma", str(codes), "--product-codes", str(codes), "--benchmark", str(corpus)):
             f"{codes}: not PMA records",
