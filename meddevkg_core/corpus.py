@@ -369,8 +369,19 @@ def _reasons(df: pl.DataFrame, table: str, source: str) -> pl.Expr:
             bad = text.is_not_null() & (text != "") & text.str.to_date("%Y-%m-%d", strict=False).is_null()
             checks.append((bad, f"unparseable {col} (want YYYY-MM-DD)"))
     if table == "labeled_pairs":
-        checks.append((~pl.col("label").str.strip_chars().is_in(["0", "1", "0.0", "1.0"]), "label is not 0 or 1"))
+        checks.append((label_value("label").is_null(), "label is not 0 or 1"))
     return first_broken_rule(df, _REQUIRED_TEXT[table], checks)
+
+
+LABELS = {"0": 0, "1": 1, "0.0": 0, "1.0": 1, "false": 0, "true": 1}
+"""A pair's label as it may be written (labeled_pairs, a `pairs-cv` pair file), in any case and with
+spaces around it: a number, or a Parquet boolean column or JSON true/false, which are read as text."""
+
+
+def label_value(col: str) -> pl.Expr:
+    """A label column as 0 or 1 (Int8), null where it is written in none of the LABELS forms."""
+    return (pl.col(col).str.strip_chars().str.to_lowercase()
+            .replace_strict(LABELS, default=None, return_dtype=pl.Int8).alias(col))
 
 
 def first_broken_rule(df: pl.DataFrame, required: Sequence[str], checks: Sequence[tuple[pl.Expr, str]]) -> pl.Expr:
@@ -414,8 +425,8 @@ def _cast(df: pl.DataFrame, table: str) -> pl.DataFrame:
             out.append(pl.col(col).str.strip_chars().str.to_date("%Y-%m-%d", strict=False).alias(col))
         elif dtype == pl.List(pl.String):
             out.append(pl.col(col).str.split(" ").list.eval(pl.element().filter(pl.element() != "")).alias(col))
-        elif dtype == pl.Int8:
-            out.append(pl.col(col).str.strip_chars().cast(pl.Float64).cast(pl.Int8).alias(col))
+        elif col == "label":
+            out.append(label_value(col))
         elif col == "fda_id":
             out.append(key_text(col))
         else:

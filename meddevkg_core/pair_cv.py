@@ -47,7 +47,7 @@ from sklearn.preprocessing import StandardScaler
 from meddevkg_core import schemas
 from meddevkg_core.atomic_files import replaced_files
 from meddevkg_core.config import CandidateConfig, CrossEncoderConfig, RerankConfig
-from meddevkg_core.corpus import first_broken_rule, key_text, mark_duplicates, read_raw, rejected_rows
+from meddevkg_core.corpus import first_broken_rule, key_text, label_value, mark_duplicates, read_raw, rejected_rows
 from meddevkg_core.cross_encoder import PairScorer, truncate
 from meddevkg_core.embeddings import Encoder
 from meddevkg_core.entities import extract_mentions
@@ -106,15 +106,13 @@ def load_pairs(path: str | Path) -> PairsRead:
     if missing:
         raise PairsError(f"{path}: no column(s) {missing} (columns: {', '.join(raw.columns)})")
     df = raw.with_row_index("__row__")
-    label = pl.col("label").str.strip_chars().str.to_lowercase()
-    reason = first_broken_rule(df, list(PAIRS), [(~label.is_in(["0", "1", "0.0", "1.0", "true", "false"]),
-                                                  "label is not 0 or 1")])
+    reason = first_broken_rule(df, list(PAIRS), [(label_value("label").is_null(), "label is not 0 or 1")])
     df = mark_duplicates(df.with_columns(reason.alias("__reason__")), ("fda_id", "pat_id"), "duplicate pair of row ")
     key = pl.concat_str([pl.lit("pairs#"), pl.col("__row__").cast(pl.String), pl.lit(":"),
                          pl.col("fda_id").fill_null(""), pl.lit("|"), pl.col("pat_id").fill_null("")])
     good = df.filter(pl.col("__reason__").is_null()).select(
         key_text("fda_id"), key_text("pat_id"), "device_text", "patent_text",
-        label.is_in(["1", "1.0", "true"]).cast(pl.Int8).alias("label"),
+        label_value("label"),
     )
     pairs, repairs = repair_texts(schemas.conform(good, PAIRS), "device_text")
     return PairsRead(pairs, rejected_rows(df, raw.columns, path.name, key), repairs)

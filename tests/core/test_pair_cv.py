@@ -15,6 +15,7 @@ from sklearn.metrics import average_precision_score, f1_score, roc_auc_score
 
 from meddevkg_core import pair_cv
 from meddevkg_core.config import CandidateConfig
+from meddevkg_core.corpus import read_corpus
 from meddevkg_core.embeddings import HashingEncoder
 from meddevkg_core.entity_match import EntityMatcher, doc_keys
 
@@ -128,6 +129,28 @@ def test_read_pairs_parquet_and_jsonl_and_missing_column(tmp_path: Path, pairs: 
     pairs.drop("label").write_parquet(tmp_path / "nolabel.parquet")
     with pytest.raises(pair_cv.PairsError, match="label"):
         pair_cv.read_pairs(tmp_path / "nolabel.parquet")
+
+
+def test_a_label_reads_alike_in_a_pair_file_and_in_a_corpus_labeled_pairs_table(tmp_path: Path):
+    # the pair file read "true" (a Parquet boolean column, JSON true) as 1, the corpus quarantined it
+    labels = ["1", "0", "1.0", "0.0", "true", "False", " TRUE ", "2", "yes", ""]
+    (tmp_path / "devices.csv").write_text("fda_id,text\n" + "".join(f"P{i},stent {i}\n" for i in range(len(labels))))
+    (tmp_path / "patents.csv").write_text("pat_id,text\n1,stent\n")
+    (tmp_path / "labeled_pairs.csv").write_text(
+        "fda_id,pat_id,label\n" + "".join(f"P{i},1,{label}\n" for i, label in enumerate(labels)))
+    (tmp_path / "pairs.csv").write_text(
+        "fda_id,pat_id,device_text,patent_text,label\n"
+        + "".join(f"P{i},1,stent {i},stent,{label}\n" for i, label in enumerate(labels)))
+    corpus, read = read_corpus(tmp_path), pair_cv.load_pairs(tmp_path / "pairs.csv")
+    expected = [(f"P{i}", label) for i, label in enumerate([1, 0, 1, 0, 1, 0, 1])]
+    assert corpus.labeled_pairs.select("fda_id", "label").rows() == expected
+    assert read.pairs.select("fda_id", "label").rows() == expected
+    reasons = ["label is not 0 or 1", "label is not 0 or 1", "missing label"]
+    assert corpus.rejected["reason"].to_list() == read.rejected["reason"].to_list() == reasons
+    (tmp_path / "labeled_pairs.csv").unlink()
+    pl.DataFrame({"fda_id": ["P0", "P1"], "pat_id": ["1", "1"], "label": [True, False]}).write_parquet(
+        tmp_path / "labeled_pairs.parquet")
+    assert read_corpus(tmp_path).labeled_pairs.select("fda_id", "label").rows() == [("P0", 1), ("P1", 0)]
 
 
 # --- folds ----------------------------------------------------------------------------------
