@@ -21,6 +21,7 @@ import polars as pl
 from meddevkg_core import schemas
 from meddevkg_core.errors import InputError
 from meddevkg_core.text_repair import repair_texts
+from meddevkg_core.unstorable_text import blank
 
 SUFFIXES = (".parquet", ".csv", ".jsonl", ".ndjson")
 
@@ -386,8 +387,9 @@ def label_value(col: str) -> pl.Expr:
 
 def first_broken_rule(df: pl.DataFrame, required: Sequence[str], checks: Sequence[tuple[pl.Expr, str]]) -> pl.Expr:
     """The first rule a raw row breaks, or null: the reader's parse error, a `required` value missing
-    (null or blank), then `checks` in order (each a condition that breaks it, and its reason)."""
-    rules = [(pl.col(c).is_null() | (pl.col(c).str.strip_chars() == ""), pl.lit(f"missing {c}")) for c in required]
+    (null, or blank: unstorable_text.blank), then `checks` in order (each a condition that breaks it,
+    and its reason)."""
+    rules = [(blank(c), pl.lit(f"missing {c}")) for c in required]
     rules += [(cond, pl.lit(text)) for cond, text in checks]
     if "__parse_error__" in df.columns:
         rules.insert(0, (pl.col("__parse_error__").is_not_null(), pl.col("__parse_error__")))

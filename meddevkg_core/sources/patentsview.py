@@ -23,6 +23,7 @@ import polars as pl
 from pydantic import BaseModel
 
 from meddevkg_core import schemas
+from meddevkg_core.unstorable_text import is_blank
 
 ASSIGNEE_SEPARATOR = "; "
 TEXT_SEPARATOR = " "  # corpus._normalise_columns joins title and abstract with one space
@@ -216,7 +217,7 @@ def assemble_patents(parts: Iterable[PatentParts], source: str) -> tuple[pl.Data
     for p in parts:
         title, abstract = p.title.strip(), (p.abstract or "").strip()
         text = TEXT_SEPARATOR.join(t for t in (title, abstract) if t)
-        if not text:
+        if is_blank(text):
             rejected.append(rejected_row(source, f"patent:{p.pat_id}", f"patent {p.pat_id}: no title and no abstract",
                                          p.pat_id))
             continue

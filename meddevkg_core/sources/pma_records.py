@@ -36,7 +36,7 @@ from typing import Any, NamedTuple
 import polars as pl
 
 from meddevkg_core import schemas
-from meddevkg_core.unstorable_text import LONE_SURROGATE, UNDECODABLE
+from meddevkg_core.unstorable_text import LONE_SURROGATE, UNDECODABLE, is_blank
 
 PMA = pl.Schema(
     {
@@ -215,8 +215,8 @@ def pma_records_to_devices(records: Iterable[object], source: str = "openfda dev
                             pma, f"supplement {supplement} of {pma}")
             continue
         row = {**values, "pma_number": pma, "supplement_number": None, "decision_date": decided}
-        if devices_need_text and not problems and not device_text(row["generic_name"], row["trade_name"],
-                                                                  row["ao_statement"]):
+        if devices_need_text and not problems and is_blank(device_text(row["generic_name"], row["trade_name"],
+                                                                        row["ao_statement"])):
             problems.append("no generic_name, trade_name or ao_statement: nothing to read")
         if problems:
             rejected.append(_reject(source, index, pma, "; ".join(problems), record))

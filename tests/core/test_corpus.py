@@ -357,6 +357,21 @@ def test_a_blank_text_or_a_label_other_than_0_or_1_is_quarantined(tmp_path):
         ("labeled_pairs#1:P1", "label is not 0 or 1")]
 
 
+def test_a_text_or_id_of_invisible_characters_only_is_missing_and_invisible_ones_in_a_text_stay(tmp_path):
+    # zero-width spaces and joiners, the word joiner and the BOM are no whitespace to strip_chars:
+    # a device whose text showed nothing was read as having one, and ranked on it
+    _write_jsonl(tmp_path / "devices.jsonl", [
+        {"fda_id": "P1", "text": "Coronary\u200bstent"}, {"fda_id": "P2", "text": "\u200b\ufeff \u200c\u200d"},
+        {"fda_id": "\u2060 ", "text": "Heart valve"}, {"fda_id": "P4", "generic_name": "\u200b", "trade_name": " "}])
+    (tmp_path / "patents.csv").write_text("pat_id,title,abstract\n1,A stent,\n2,\u200b,\ufeff\n")
+    corpus = read_corpus(tmp_path)
+    assert corpus.devices.select("fda_id", "text").rows() == [("P1", "Coronary\u200bstent")]
+    assert corpus.patents["pat_id"].to_list() == ["1"]
+    assert corpus.rejected.select("record_key", "reason").rows() == [
+        ("devices#1:P2", "missing text"), ("devices#2:\u2060 ", "missing fda_id"), ("devices#3:P4", "missing text"),
+        ("patents#1:2", "missing text")]
+
+
 def test_a_valid_row_after_a_rejected_one_of_its_key_is_kept_not_taken_for_a_duplicate(tmp_path):
     (tmp_path / "devices.csv").write_text("fda_id,text\nP1,\nP1,Coronary stent\n")
     (tmp_path / "patents.csv").write_text("pat_id,text\n1,stent\n")

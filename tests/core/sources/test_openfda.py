@@ -337,6 +337,15 @@ def test_a_lone_surrogate_from_a_json_escape_quarantines_the_record():
     assert any("trade_name is not valid Unicode (a lone surrogate)" in r for r in result.rejected["reason"])
 
 
+def test_a_record_whose_text_is_invisible_characters_only_quarantines_as_nothing_to_read():
+    # a generic name of a zero-width space passed as the device's whole text
+    records = [_record("P240000", generic_name="\u200b", trade_name="\ufeff", ao_statement="\u200c \u2060\u200d"),
+               _record("P240001", generic_name="Aortic\u200bstent", trade_name=None, ao_statement=None)]
+    result = pma_records_to_devices(records)
+    assert result.devices.select("fda_id", "text").rows() == [("P240001", "Aortic\u200bstent")]
+    assert result.rejected["reason"].to_list() == ["no generic_name, trade_name or ao_statement: nothing to read"]
+
+
 def test_conflicting_copies_of_a_supplement_resolve_the_same_whatever_the_order():
     records = [_record("P240000", "S001", "2025-01-02", ao_statement="Approval for the first text."),
                _record("P240000", "S001", "2025-03-04", ao_statement="Approval for the later text."),

@@ -583,6 +583,14 @@ def test_a_patent_without_any_text_is_quarantined():
     assert patents.height == 0 and rejected[0]["reason"] == "patent 1: no title and no abstract"
 
 
+def test_a_patent_whose_title_and_abstract_are_invisible_characters_only_is_quarantined():
+    parts = [PatentParts("1", "\u200b", date(2020, 1, 1), abstract="\ufeff\u2060"),
+             PatentParts("2", "\u200c", date(2020, 1, 1), abstract="A stent\u200d.")]
+    patents, rejected = assemble_patents(parts, "test")
+    assert patents.select("pat_id", "text").rows() == [("2", "\u200c A stent\u200d.")]
+    assert [r["reason"] for r in rejected] == ["patent 1: no title and no abstract"]
+
+
 def test_a_padded_or_country_prefixed_number_is_no_patentsview_id():
     # both passed as patents of their own, joined to none of the real patent's rows
     assert all(map(is_patent_id, ["7654321", "10000000", "D900000", "RE49000", "PP30000", "H2000", "T999001"]))
