@@ -2,8 +2,9 @@
 
 The files are streamed through polars (a real MRCONSO is ~2 GB, MRREL larger): each line is
 read as one string, split once, and only the fields used here are kept. A line with the wrong
-field count, bytes that are not UTF-8 or a malformed id is quarantined with its file and line
-number (or, `strict`, raises naming them); nothing else is dropped without a filter that says why.
+field count, bytes that are not UTF-8, a NUL byte or a malformed id is quarantined with its file
+and line number (or, `strict`, raises naming them); nothing else is dropped without a filter that
+says why.
 
 Direction (DATA_SOURCES.md §3.1, verified): REL describes CUI2 relative to CUI1, so
 `X|..|PAR|Y` makes Y a parent of X and `X|..|CHD|Y` makes Y a child of X.
@@ -11,6 +12,7 @@ Direction (DATA_SOURCES.md §3.1, verified): REL describes CUI2 relative to CUI1
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -41,6 +43,7 @@ MRREL = ("CUI1", "AUI1", "STYPE1", "REL", "CUI2", "AUI2", "STYPE2", "RELA", "RUI
 _CUI = (r"^C[0-9]{7}$", "a CUI (C and 7 digits)")  # [0-9]: polars' \d also matches "０" or "٣"
 _TUI = (r"^T[0-9]{3}$", "a TUI (T and 3 digits)")
 _TEXT = (r"\S", "a non-blank string")
+_CHUNK = 1 << 24  # bytes copied at a time to count the newlines before a NUL
 
 
 def read_umls(umls_dir: str | Path, *, tuis: Collection[str] = DEFAULT_UMLS_TUIS,
@@ -65,14 +68,45 @@ def read_umls(umls_dir: str | Path, *, tuis: Collection[str] = DEFAULT_UMLS_TUIS
 
 
 def _lines(path: Path) -> pl.LazyFrame:
-    """`line` (1-based) and `raw` text; NUL never occurs in RRF, so each line is one field.
+    """`line` (1-based) and `raw` text; NUL never occurs in RRF, so it is the separator: each line is one field.
 
     Read lossily, so that a line with bytes that are not UTF-8 (they read as U+FFFD) can be named
-    and quarantined by `scan_rrf` rather than fail the whole file."""
-    return (pl.scan_csv(path, has_header=False, separator="\x00", quote_char=None, schema={"raw": pl.String},
-                        encoding="utf8-lossy", raise_if_empty=False)
-            .with_row_index("line", offset=1)
-            .with_columns(pl.col("raw").fill_null("").str.strip_suffix("\r")))
+    and quarantined by `scan_rrf` rather than fail the whole file. A file that does hold NUL is read
+    ragged, its NUL lines (`_nul_lines`) given back their first NUL and the text up to a second one,
+    so that `scan_rrf` names them too rather than polars failing the file on "more fields"."""
+    nul_lines = _nul_lines(path)
+    schema = {"raw": pl.String, "after_nul": pl.String} if nul_lines else {"raw": pl.String}
+    lf = (pl.scan_csv(path, has_header=False, separator="\x00", quote_char=None, schema=schema,
+                      encoding="utf8-lossy", raise_if_empty=False, truncate_ragged_lines=bool(nul_lines))
+          .with_row_index("line", offset=1))
+    raw = pl.col("raw").fill_null("")
+    if nul_lines:  # a join, not is_in: see _flag_known
+        nul = pl.LazyFrame({"line": nul_lines, "nul": True}, schema={"line": pl.get_index_type(), "nul": pl.Boolean})
+        lf = lf.join(nul, on="line", how="left").with_columns(
+            pl.when(pl.col("nul")).then(pl.concat_str([raw, pl.lit("\x00"), pl.col("after_nul").fill_null("")]))
+            .otherwise(raw).alias("raw")).drop("after_nul", "nul")
+    return lf.with_columns(raw.str.strip_suffix("\r"))
+
+
+def _nul_lines(path: Path) -> list[int]:
+    """The lines (1-based) holding a NUL byte, found in the bytes (polars would split them, and take
+    an empty field after a NUL for a missing one): one memchr over the mapped file when there is none."""
+    found: list[int] = []
+    try:
+        if path.stat().st_size == 0:  # mmap refuses an empty file
+            return found
+        with path.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            line, start = 1, 0
+            while (at := mm.find(b"\x00", start)) >= 0:
+                line += sum(mm[i:min(i + _CHUNK, at)].count(b"\n") for i in range(start, at, _CHUNK))
+                found.append(line)
+                end = mm.find(b"\n", at)
+                if end < 0:
+                    break
+                line, start = line + 1, end + 1
+    except OSError as exc:
+        raise TerminologyError(f"{path}: cannot be read: {exc}") from exc
+    return found
 
 
 def scan_rrf(path: Path, columns: Sequence[str], keep: Sequence[str],
@@ -80,9 +114,9 @@ def scan_rrf(path: Path, columns: Sequence[str], keep: Sequence[str],
     """The lines of an RRF file as `line` and the `keep` fields, plus `reason` (null when well formed).
 
     RRF has no quoting and ends every field with '|', so a line is well formed when it holds
-    exactly len(columns) pipes and ends with one, and holds no U+FFFD: the mark of bytes that were
-    not UTF-8 (or of text damaged so before the release). The raw text is not carried along (see
-    `owned`).
+    exactly len(columns) pipes and ends with one, and holds neither NUL nor U+FFFD (the mark of bytes
+    that were not UTF-8, or of text damaged so before the release). The raw text is not carried
+    along (see `owned`).
     """
     if not path.is_file():
         raise TerminologyError(f"{path}: no such file")
@@ -93,7 +127,9 @@ def scan_rrf(path: Path, columns: Sequence[str], keep: Sequence[str],
     pipes = raw.str.count_matches("|", literal=True)
     lf = lf.with_columns(raw.str.split("|").alias("_fields")).with_columns(
         pl.col("_fields").list.get(columns.index(c), null_on_oob=True).alias(c) for c in keep)
-    reason: Then | ChainedThen = pl.when(~((pipes == len(columns)) & raw.str.ends_with("|"))).then(
+    # NUL first: a line read ragged past a second NUL has lost the rest of its '|'
+    reason: Then | ChainedThen = pl.when(raw.str.contains("\x00", literal=True)).then(pl.lit("NUL byte (0x00)"))
+    reason = reason.when(~((pipes == len(columns)) & raw.str.ends_with("|"))).then(
         pl.format("expected {} fields each ending in '|', found {} '|'", pl.lit(len(columns)), pipes))
     reason = reason.when(raw.str.contains("\ufffd", literal=True)).then(pl.lit("non-UTF-8 bytes (read as U+FFFD)"))
     for col, (pattern, what) in checks.items():

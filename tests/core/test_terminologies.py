@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import re
 import shutil
 from pathlib import Path
 
@@ -177,6 +178,39 @@ def test_rrf_lines_with_bytes_that_are_not_utf8_are_quarantined_not_replaced(tmp
     assert t.terms.equals(read_umls(UMLS_DIR).terms)
     with pytest.raises(TerminologyError, match=r"MRCONSO\.RRF: line 27: non-UTF-8 bytes"):
         read_umls(root, strict=True)
+
+
+@pytest.mark.parametrize(("name", "line"), [
+    ("MRSTY.RRF", b"C0018787|T0\x0074|A1.3.1.1|Medical Device|AT9||"),
+    ("MRCONSO.RRF", b"C0038257|ENG|S|L9|PF|S9|Y|A9||||MTH|SY|NOCODE|Sten\x00t|0|N|256|"),
+    ("MRREL.RRF", b"C9900004|A9|AUI|PAR|C0038257|A9|AUI||R9||MS\x00H|MSH|||N||"),
+], ids=("MRSTY", "MRCONSO", "MRREL"))
+def test_rrf_line_holding_a_nul_byte_is_quarantined_naming_file_and_line(tmp_path, name, line):
+    root = _copy_umls(tmp_path)
+    first, *rest = (root / name).read_bytes().splitlines(keepends=True)
+    (root / name).write_bytes(b"".join([first, line + b"\n", *rest]))  # line 2
+    t, shipped = read_umls(root), read_umls(UMLS_DIR)
+    bad = t.rejected.filter(pl.col("record_key").str.starts_with(name))
+    assert bad.rows() == [(name, f"{name}:2", "NUL byte (0x00)", line.decode())]
+    assert (t.concepts.equals(shipped.concepts) and t.terms.equals(shipped.terms)
+            and t.parents.equals(shipped.parents))
+    with pytest.raises(TerminologyError, match=rf"{re.escape(name)}: line 2: NUL byte \(0x00\)$"):
+        read_umls(root, strict=True)
+
+
+def test_nul_bytes_anywhere_in_a_line_are_found_and_the_lines_after_keep_their_numbers(tmp_path):
+    root = _copy_umls(tmp_path)
+    atom = b"C0038257|ENG|S|L9|PF|S9|Y|A9||||MTH|SY|NOCODE|"
+    with (root / "MRCONSO.RRF").open("ab") as fh:
+        fh.write(atom + b"Stent, coated|0|N|256|\x00\n")  # 27: after a whole record
+        fh.write(atom + b"Stent, bare\x00\x00metal|0|N|256|\n")  # 28: two in a row
+        fh.write(atom + b"Stent, woven\x000|N|256|\n")  # 29: in place of a '|'
+        fh.write(b"C0030163|ENG|P|L0030163|PF|S0069\n")  # 30: truncated
+    t = read_umls(root)
+    bad = t.rejected.filter(pl.col("source") == "MRCONSO.RRF")
+    assert bad["record_key"].to_list() == [f"MRCONSO.RRF:{n}" for n in (27, 28, 29, 30)]
+    assert bad["reason"].to_list() == ["NUL byte (0x00)"] * 3 + ["expected 18 fields each ending in '|', found 5 '|'"]
+    assert t.terms.equals(read_umls(UMLS_DIR).terms)
 
 
 def test_strict_mode_raises_naming_file_and_line(tmp_path):
