@@ -2,9 +2,9 @@
 
 The files are streamed through polars (a real MRCONSO is ~2 GB, MRREL larger): each line is
 read as one string, split once, and only the fields used here are kept. A line with the wrong
-field count, bytes that are not UTF-8, a NUL byte or a malformed id is quarantined with its file
-and line number (or, `strict`, raises naming them); nothing else is dropped without a filter that
-says why.
+field count, bytes that are not UTF-8, a NUL byte, a malformed id or (with `max_srl`) an SRL that
+is no number is quarantined with its file and line number (or, `strict`, raises naming them);
+nothing else is dropped without a filter that says why.
 
 Direction (DATA_SOURCES.md §3.1, verified): REL describes CUI2 relative to CUI1, so
 `X|..|PAR|Y` makes Y a parent of X and `X|..|CHD|Y` makes Y a child of X.
@@ -43,6 +43,7 @@ MRREL = ("CUI1", "AUI1", "STYPE1", "REL", "CUI2", "AUI2", "STYPE2", "RELA", "RUI
 _CUI = (r"^C[0-9]{7}$", "a CUI (C and 7 digits)")  # [0-9]: polars' \d also matches "０" or "٣"
 _TUI = (r"^T[0-9]{3}$", "a TUI (T and 3 digits)")
 _TEXT = (r"\S", "a non-blank string")
+_SRL = (r"^[0-9]{1,9}$", "a number (up to 9 digits)")  # 9 digits: the Int32 it is compared as holds them
 _CHUNK = 1 << 24  # bytes copied at a time to count the newlines before a NUL
 
 
@@ -186,7 +187,8 @@ def _semantic_types(path: Path, tuis: set[str], strict: bool) -> tuple[pl.DataFr
 def _atoms(path: Path, types: pl.DataFrame, languages: Sequence[str], sabs: Collection[str] | None,
            max_srl: int | None, keep_suppressible: bool, strict: bool) -> tuple[pl.DataFrame, pl.DataFrame]:
     keep = ("CUI", "LAT", "TS", "STT", "ISPREF", "SAB", "STR", "SRL", "SUPPRESS")
-    lf = _flag_known(scan_rrf(path, MRCONSO, keep, {"CUI": _CUI, "STR": _TEXT}), "CUI", types["CUI"])
+    checks = {"CUI": _CUI, "STR": _TEXT} | ({"SRL": _SRL} if max_srl is not None else {})  # SRL: used only then
+    lf = _flag_known(scan_rrf(path, MRCONSO, keep, checks), "CUI", types["CUI"])
     wanted = pl.col("LAT").is_in(list(languages)) & pl.col("CUI_known")
     if not keep_suppressible:
         wanted &= pl.col("SUPPRESS") == "N"

@@ -213,6 +213,25 @@ def test_nul_bytes_anywhere_in_a_line_are_found_and_the_lines_after_keep_their_n
     assert t.terms.equals(read_umls(UMLS_DIR).terms)
 
 
+def test_srl_that_is_no_number_is_quarantined_when_max_srl_filters_by_it(tmp_path):
+    root = _copy_umls(tmp_path)
+    atom = b"C0038257|ENG|S|L9|PF|S9|Y|A9||||MTH|SY|NOCODE|"
+    with (root / "MRCONSO.RRF").open("ab") as fh:
+        fh.write(atom + b"Stent, coated|x|N|256|\n")  # 27
+        fh.write(atom + b"Stent, bare||N|256|\n")  # 28: empty
+        fh.write(atom + b"Stent, woven|99999999999|N|256|\n")  # 29: no Int32
+    t = read_umls(root, max_srl=0)
+    bad = t.rejected.filter(pl.col("source") == "MRCONSO.RRF")
+    assert bad.select("record_key", "reason").rows() == [
+        ("MRCONSO.RRF:27", "SRL 'x' is not a number (up to 9 digits)"),
+        ("MRCONSO.RRF:28", "SRL '' is not a number (up to 9 digits)"),
+        ("MRCONSO.RRF:29", "SRL '99999999999' is not a number (up to 9 digits)")]
+    assert t.terms.equals(read_umls(UMLS_DIR, max_srl=0).terms)
+    with pytest.raises(TerminologyError, match=r"MRCONSO\.RRF: line 27: SRL 'x' is not a number"):
+        read_umls(root, max_srl=0, strict=True)
+    assert read_umls(root).rejected.height == read_umls(UMLS_DIR).rejected.height  # SRL unused: not checked
+
+
 def test_strict_mode_raises_naming_file_and_line(tmp_path):
     root = _copy_umls(tmp_path)
     with (root / "MRSTY.RRF").open("a", encoding="utf-8") as fh:
