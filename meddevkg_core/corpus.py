@@ -296,9 +296,10 @@ def _to_text(name: str, dtype: pl.DataType) -> pl.Expr:
 def _read_jsonl(path: Path) -> pl.DataFrame:
     """JSON Lines read line by line: a malformed line becomes a row with a parse error, not a crash.
     A line ends at a line feed (read_text makes CR LF and CR one) and nowhere else: a JSON string may
-    hold U+2028, U+2029 or U+0085 as they are, which str.splitlines takes for line ends too."""
+    hold U+2028, U+2029 or U+0085 as they are, which str.splitlines takes for line ends too. A byte
+    order mark opening the file is no part of its first line ('utf-8-sig'), as polars reads a CSV's."""
     rows: list[dict[str, str | None]] = []
-    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").split("\n"), 1):
+    for number, line in enumerate(path.read_text(encoding="utf-8-sig", errors="replace").split("\n"), 1):
         if not line.strip():
             continue
         try:

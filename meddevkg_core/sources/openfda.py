@@ -290,7 +290,8 @@ def read_pma_bulk(path: str | Path) -> Iterator[object]:
 
     ijson is not installed, so each `.json` member is parsed whole with json.loads (the PMA file
     has one member, ~57k records, well within memory). Bytes that are not UTF-8 are kept as
-    surrogate escapes so the record, not the file, is quarantined by `pma_records_to_devices`.
+    surrogate escapes so the record, not the file, is quarantined by `pma_records_to_devices`; a byte
+    order mark opening a member is no part of its JSON ('utf-8-sig').
     A file that is no zip, or a member that is damaged, not JSON or no envelope, means a broken
     download: that raises InputError, naming the file and the member.
     """
@@ -305,7 +306,7 @@ def read_pma_bulk(path: str | Path) -> Iterator[object]:
             raise InputError(f"{path}: no .json member (found {archive.namelist()[:5]})")
         for name in members:
             try:
-                envelope = json.loads(archive.read(name).decode("utf-8", "surrogateescape"))
+                envelope = json.loads(archive.read(name).decode("utf-8-sig", "surrogateescape"))
             except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
                 raise InputError(f"{path}!{name}: damaged ({exc}); re-download the file") from exc
             except json.JSONDecodeError as exc:

@@ -48,6 +48,21 @@ def test_a_jsonl_text_holding_a_line_or_paragraph_separator_is_one_record(tmp_pa
     assert corpus.rejected.height == 0
 
 
+def test_a_byte_order_mark_opening_a_jsonl_file_is_ignored_as_in_a_csv_file(tmp_path):
+    # the first record was quarantined as "invalid JSON (Unexpected UTF-8 BOM ...)"; a BOM anywhere
+    # else is no file's mark: one opening a later line is still invalid JSON, one in a text is its text
+    bom = "\ufeff"
+    (tmp_path / "devices.jsonl").write_text(f'{bom}{{"fda_id": "P1", "text": "stent"}}\n'
+                                            f'{bom}{{"fda_id": "P2", "text": "valve"}}\n'
+                                            f'{{"fda_id": "P3", "text": "{bom}lead"}}\n', encoding="utf-8")
+    (tmp_path / "patents.csv").write_text(f"{bom}pat_id,text\n1,stent\n", encoding="utf-8")
+    corpus = read_corpus(tmp_path)
+    assert corpus.devices.select("fda_id", "text").rows() == [("P1", "stent"), ("P3", f"{bom}lead")]
+    assert corpus.patents["pat_id"].to_list() == ["1"]
+    [reason] = corpus.rejected["reason"].to_list()
+    assert reason.startswith("line 2: invalid JSON (Unexpected UTF-8 BOM")
+
+
 def test_a_jsonl_record_giving_a_key_twice_is_quarantined_not_read_with_its_last_value(tmp_path):
     # json.loads keeps the last of the two values: P2 was read as a device "P9", P1's text silently lost
     (tmp_path / "devices.jsonl").write_text('{"fda_id": "P1", "text": "stent", "text": "valve"}\n'

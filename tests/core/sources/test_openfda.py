@@ -260,6 +260,14 @@ def test_a_broken_bulk_zip_is_an_input_error_naming_the_member(tmp_path):
             list(read_pma_bulk(path))
 
 
+def test_a_bulk_zip_member_opening_with_a_byte_order_mark_is_read(tmp_path):
+    # json.loads refused it ("Unexpected UTF-8 BOM"): "not valid JSON ...; re-download the file"
+    path = tmp_path / "device-pma-0001-of-0001.json.zip"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr(path.stem, b"\xef\xbb\xbf" + json.dumps({"results": [_record("P240001")]}).encode())
+    assert [r["pma_number"] for r in read_pma_bulk(path)] == ["P240001"]
+
+
 def test_bulk_zip_without_an_object_as_meta_is_still_read(tmp_path):
     path = tmp_path / "device-pma-0001-of-0001.json.zip"
     for meta in (["v1"], "2026-08-15", {"results": [1]}):
