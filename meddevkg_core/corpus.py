@@ -19,7 +19,7 @@ from typing import Any
 import polars as pl
 
 from meddevkg_core import schemas
-from meddevkg_core.errors import InputError
+from meddevkg_core.errors import InputError, one_line
 from meddevkg_core.text_repair import repair_texts
 from meddevkg_core.unstorable_text import blank
 
@@ -113,14 +113,7 @@ def read_raw(path: Path) -> pl.DataFrame:
     return df.with_columns(_column_text(path, df, name) for name in df.columns)
 
 
-MAX_REASON_CHARS = 300
 _BAD_QUOTE = re.compile(r"at column '(.*?)' \(column number \d+\).*Field `(.*)` is not properly escaped", re.DOTALL)
-
-
-def one_line(exc: BaseException) -> str:
-    """An error's message as one line for an InputError: polars follows its first paragraph with
-    advice ("You might want to try: ...") that names its own options, and may quote text of many lines."""
-    return " ".join(str(exc).split("\n\n")[0].split())[:MAX_REASON_CHARS]
 
 
 def _bad_quote(path: Path, column: str, field: str) -> str:

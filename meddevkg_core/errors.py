@@ -6,3 +6,12 @@ class InputError(ValueError):
 
     The `meddevkg` command prints such an error as one line and exits with 1; any other exception
     keeps its traceback."""
+
+
+MAX_REASON_CHARS = 300
+
+
+def one_line(exc: BaseException) -> str:
+    """An error's message as one line for an InputError: polars follows its first paragraph with
+    advice ("You might want to try: ...") that names its own options, and may quote text of many lines."""
+    return " ".join(str(exc).split("\n\n")[0].split())[:MAX_REASON_CHARS]

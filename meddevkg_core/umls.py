@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from meddevkg_core import schemas
+from meddevkg_core.errors import one_line
 from meddevkg_core.ontology import CATEGORY_WEIGHTS, category_for_tui
 from meddevkg_core.terminologies import (
     DEFAULT_UMLS_TUIS,
@@ -147,12 +148,13 @@ def owned(col: str) -> pl.Expr:
 
 def collect_rrf(lf: pl.LazyFrame, path: Path, wanted: pl.Expr, out: Sequence[pl.Expr],
                 strict: bool) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Run the scan once: `out` of the well-formed lines passing `wanted`; the malformed lines quarantined."""
+    """Run the scan once: `out` of the well-formed lines passing `wanted`; the malformed lines quarantined.
+    A file polars cannot read is a TerminologyError naming it, in one line (polars' may run to many)."""
     try:
         df = (lf.filter(pl.col("reason").is_not_null() | wanted).select("line", "reason", *out)
               .collect(engine="streaming"))
-    except pl.exceptions.PolarsError as exc:
-        raise TerminologyError(f"{path}: cannot be read: {exc}") from exc
+    except (pl.exceptions.PolarsError, OSError) as exc:  # OSError: a broken gzip, which polars would unpack
+        raise TerminologyError(f"{path}: cannot be read: {one_line(exc)}") from exc
     bad = df.filter(pl.col("reason").is_not_null()).select("line", "reason").sort("line")
     if strict and bad.height:
         raise TerminologyError(f"{path}: line {bad['line'][0]}: {bad['reason'][0]}")

@@ -240,6 +240,17 @@ def test_strict_mode_raises_naming_file_and_line(tmp_path):
         read_umls(root, strict=True)
 
 
+def test_an_rrf_file_polars_cannot_read_is_an_error_naming_it_in_one_line(tmp_path):
+    # polars reads a file that starts as gzip does as gzip: one cut short raised its bare OSError
+    # ("unexpected end of file"), a traceback naming no file
+    root = _copy_umls(tmp_path)
+    packed = gzip.compress((root / "MRSTY.RRF").read_bytes())
+    (root / "MRSTY.RRF").write_bytes(packed[:len(packed) // 2])
+    with pytest.raises(TerminologyError) as refused:
+        read_umls(root)
+    assert str(refused.value) == f"{root / 'MRSTY.RRF'}: cannot be read: unexpected end of file"
+
+
 def test_missing_rrf_file_is_a_clear_error(tmp_path):
     root = _copy_umls(tmp_path)
     (root / "MRREL.RRF").unlink()
