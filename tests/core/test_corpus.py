@@ -223,6 +223,34 @@ def test_a_csv_field_with_a_malformed_quote_refuses_the_file_in_one_line_naming_
     assert str(refused.value) == f"{tmp_path / 'devices.csv'}: cannot be read: {reason}"
 
 
+@pytest.mark.parametrize(("records", "reason"), [
+    (b'P2,3.5" catheter,Acme\nP3,"Heart valve, aortic",Acme\n', "line 3, column 'text': field '3.5\" catheter'"),
+    (b'P2,"valve, aortic",3.5" catheter\nP3,heart valve,3.5"\nP4,heart valve,Acme\nP5,,3.5"\n',
+     "line 3, column 'applicant': field '3.5\" catheter'"),
+    (b'P2,3.5","Pacemaker, dual\nchamber"\nP3,stent,Acme\n', "line 3, column 'text': field '3.5\"'"),
+    (b'P2",stent,Acme\n', "line 3, column 'fda_id': field 'P2\"'"),
+    (b'P2,"Heart valve\nwith ""3.5"" ring",Acme\nP3,stent,3" x 2" kit\n',
+     "line 5, column 'applicant': field '3\" x 2\" kit'"),
+], ids=["before a quoted field", "two records read as one", "later field blamed", "in the id", "two quotes"])
+def test_a_quote_inside_an_unquoted_csv_field_refuses_the_file_in_one_line_naming_its_line(tmp_path, records, reason):
+    # the csv module reads it as text, polars as a quote opening a field when it splits the file into
+    # records: it refused the file as "CSV malformed: expected 1 rows, actual 2 rows" or blamed a later,
+    # valid field ("column 'text': field '\"Pacemaker, dual\\n' is not properly escaped"), naming no
+    # line; or it read two records as one, device P3 lost without a word. It read the last two as the
+    # csv module does, by the luck of where the quotes fall: one rule (RFC 4180) refuses them all
+    (tmp_path / "devices.csv").write_bytes(b"fda_id,text,applicant\nP1,stent,Acme\n" + records)
+    (tmp_path / "patents.csv").write_bytes(b'\xef\xbb\xbf"pat_id",text\n1,"a ""3.5"" stent"\n')
+    with pytest.raises(CorpusError) as refused:
+        read_corpus(tmp_path)
+    assert str(refused.value) == (f"{tmp_path / 'devices.csv'}: cannot be read: {reason} is not properly escaped (a "
+                                  "quote inside a field that does not open with one; quote the field and double the "
+                                  "quote)")
+    (tmp_path / "devices.csv").write_bytes(b'fda_id,text,applicant\nP1,"3.5"" catheter",Acme\n')
+    corpus = read_corpus(tmp_path)
+    assert corpus.devices["text"].to_list() == ['3.5" catheter']
+    assert corpus.patents["text"].to_list() == ['a "3.5" stent']
+
+
 @pytest.mark.parametrize(("header", "named"), [
     ("id,pma_number,text", "'id', 'pma_number', each a name for 'fda_id'"),
     ("fda_id,company,Company,text", "'company', 'Company', each a name for 'applicant'"),
