@@ -29,7 +29,6 @@ from meddevkg_core.applications import grant_years
 from meddevkg_core.corpus import (
     COMPANY_ALIASES,
     COMPANY_TABLES,
-    CorpusError,
     TableRead,
     find_table,
     read_table,
@@ -37,6 +36,7 @@ from meddevkg_core.corpus import (
     validate_table,
 )
 from meddevkg_core.device_activity import LAST_DECISION_DATE
+from meddevkg_core.errors import CorpusError
 
 MatchKind = Literal["same", "acquired", "acquirer", "former_owner", "partner"]
 Method = Literal["alias", "exact", "fuzzy", "unknown"]

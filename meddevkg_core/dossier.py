@@ -22,8 +22,9 @@ from pathlib import Path
 import polars as pl
 
 from meddevkg_core import schemas
-from meddevkg_core.corpus import Corpus, CorpusError, TableRead, read_raw, refuse_reserved
-from meddevkg_core.errors import one_line
+from meddevkg_core.corpus import Corpus, TableRead
+from meddevkg_core.errors import CorpusError, one_line
+from meddevkg_core.raw_files import read_raw, refuse_reserved
 from meddevkg_core.sources.pma_records import (
     PmaDevices,
     frame_records,

@@ -8,6 +8,10 @@ class InputError(ValueError):
     keeps its traceback."""
 
 
+class CorpusError(InputError):
+    """The corpus as a whole is unusable (a missing required table, an unreadable file)."""
+
+
 MAX_REASON_CHARS = 300
 
 

@@ -44,10 +44,12 @@ import numpy as np
 import polars as pl
 
 from meddevkg_core.config import UNIFORM_ENTITY_POINTS, CandidateConfig
-from meddevkg_core.corpus import Corpus, CorpusError, key_text, read_raw
+from meddevkg_core.corpus import Corpus, key_text
 from meddevkg_core.entities import ExtractionResult, extract_mentions, map_phrase
 from meddevkg_core.entity_match import DocKeys, EntityMatcher, doc_keys
+from meddevkg_core.errors import CorpusError
 from meddevkg_core.ontology import Ontology, normalize_term
+from meddevkg_core.raw_files import read_raw
 
 if TYPE_CHECKING:
     from spacy.language import Language

@@ -47,7 +47,7 @@ from sklearn.preprocessing import StandardScaler
 from meddevkg_core import schemas
 from meddevkg_core.atomic_files import replaced_files
 from meddevkg_core.config import CandidateConfig, CrossEncoderConfig, RerankConfig
-from meddevkg_core.corpus import first_broken_rule, key_text, label_value, mark_duplicates, read_raw, rejected_rows
+from meddevkg_core.corpus import first_broken_rule, key_text, label_value, mark_duplicates, rejected_rows
 from meddevkg_core.cross_encoder import PairScorer, truncate
 from meddevkg_core.embeddings import Encoder
 from meddevkg_core.entities import extract_mentions
@@ -55,6 +55,7 @@ from meddevkg_core.entity_match import DocKeys, doc_keys
 from meddevkg_core.errors import InputError
 from meddevkg_core.ontology import Ontology
 from meddevkg_core.pair_features import with_year_features
+from meddevkg_core.raw_files import read_raw
 from meddevkg_core.rerank import xgb_classifier
 from meddevkg_core.text_repair import repair_counts, repair_texts
 

@@ -26,8 +26,10 @@ import polars as pl
 from pydantic import BaseModel
 
 from meddevkg_core.atomic_files import replaced_file
-from meddevkg_core.corpus import CorpusError, read_raw, required_table, validate_table
+from meddevkg_core.corpus import required_table, validate_table
 from meddevkg_core.dossier import read_pma_file, readable_pma_rows
+from meddevkg_core.errors import CorpusError
+from meddevkg_core.raw_files import read_raw
 from meddevkg_core.sources.pma_records import canonical_pma, devices_from_pma
 
 CARDIOVASCULAR = "CV"

@@ -288,7 +288,7 @@ def pma_number_in(fda_ids: Sequence[str]) -> pl.Expr:
 def frame_records(frame: pl.DataFrame) -> list[dict[str, Any]]:
     """The rows of an `openfda_named` frame as raw records for `pma_records_to_devices`, a typed
     date as its ISO text (as the API sends it), and a record the file reader could not read with its
-    `__parse_error__` and `__raw__` (corpus.read_raw). A decision date of another type is left as
+    `__parse_error__` and `__raw__` (raw_files.read_raw). A decision date of another type is left as
     written: cast to a date, the number 20100105 was a day 20 million days after 1970."""
     if "decision_date" in frame.columns and isinstance(frame.schema["decision_date"], pl.Date | pl.Datetime):
         frame = frame.with_columns(pl.col("decision_date").cast(pl.Date).cast(pl.String))

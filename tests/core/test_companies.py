@@ -25,7 +25,7 @@ from meddevkg_core.companies import (
     normalize_company,
     split_assignees,
 )
-from meddevkg_core.corpus import CorpusError
+from meddevkg_core.errors import CorpusError
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,9 @@ import pytest
 from meddevkg_core import schemas
 from meddevkg_core.candidates import generate_candidates
 from meddevkg_core.config import PipelineConfig
-from meddevkg_core.corpus import Corpus, CorpusError
+from meddevkg_core.corpus import Corpus
 from meddevkg_core.dossier import device_dossiers, load_supplements, read_supplements, supplements_of, with_supplements
+from meddevkg_core.errors import CorpusError
 from meddevkg_core.ontology import load_meddevonto
 from meddevkg_core.pipeline import stage2_inputs
 from meddevkg_core.sources.pma_records import canonical_pma

@@ -7,9 +7,9 @@ import pytest
 
 from meddevkg_core import schemas
 from meddevkg_core.config import CandidateConfig
-from meddevkg_core.corpus import CorpusError
 from meddevkg_core.demo import demo_corpus_dir
 from meddevkg_core.entity_match import doc_keys
+from meddevkg_core.errors import CorpusError
 from meddevkg_core.extraction_benchmark import (
     coverage_shares,
     distinct_norm_tiers,

@@ -149,7 +149,7 @@ def test_originals_are_found_from_either_marker(column):
 
 
 def test_main_reads_the_benchmark_devices_in_any_corpus_format_and_names_a_wrong_file(tmp_path):
-    from meddevkg_core.corpus import CorpusError
+    from meddevkg_core.errors import CorpusError
 
     FDA.write_parquet(tmp_path / "pma.parquet")
     CODES.write_parquet(tmp_path / "codes.parquet")
