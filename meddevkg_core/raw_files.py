@@ -49,6 +49,9 @@ def read_raw(path: Path) -> pl.DataFrame:
 _BAD_QUOTE = re.compile(r"at column '(.*?)' \(column number \d+\).*Field `(.*)` is not properly escaped", re.DOTALL)
 
 
+_TEXT_AFTER_QUOTE = "text follows its closing quote"
+
+
 def _not_escaped(column: str, field: str) -> str:
     shown = repr(field if len(field) <= 40 else field[:40] + "...")
     return f"column {column!r}: field {shown} is not properly escaped"
@@ -65,7 +68,7 @@ def _bad_quote(path: Path, column: str, field: str) -> str:
                 first = reader.line_num + 1
         except csv.Error as exc:
             why = ("its quote is never closed" if "unexpected end of data" in str(exc)
-                   else "text follows its closing quote" if "expected after" in str(exc) else str(exc))
+                   else _TEXT_AFTER_QUOTE if "expected after" in str(exc) else str(exc))
             return f"line {first}, {reason} ({why})"
     return reason
 
@@ -191,14 +194,15 @@ _CHUNK = 1 << 20  # bytes compared at a time: the comparison stays in cache
 
 def _refuse_quote_in_unquoted_field(path: Path, data: bytes) -> None:
     """Refuse a CSV file with a quote inside a field that does not open with one (`3.5" catheter`,
-    which RFC 4180 forbids): the csv module reads it as text, polars as an opening quote when it
-    splits the file into records, and then fails on the records after it, blames a later field, or
-    reads two records as one. In a well-formed file the quotes alternate: an odd one (1st, 3rd, ...)
+    which RFC 4180 forbids), or with text after a quoted field's closing quote (`"Best" 3" catheter`):
+    the csv module reads the quote as text, polars as a quote opening or closing a field when it splits
+    the file into records, and then fails on the records after it, blames a later field, or reads
+    several records as one. In a well-formed file the quotes alternate: an odd one (1st, 3rd, ...)
     opens a field (after a comma, a line end or the start of the file) or is the second of a "",
     an even one closes the field (before a comma, a line end or the end) or is the first of a "".
-    The first quote out of turn is where the file goes wrong; only one that should open a field is
-    refused here (one that should close it is polars' "not properly escaped": _bad_quote). numpy
-    finds the quotes: 20 ms for the 28 MB of FDA PMA records as CSV (polars reads them in 220 ms)."""
+    The first quote out of turn is where the file goes wrong, and the file is refused naming its
+    field. numpy finds the quotes: 20 ms for the 28 MB of FDA PMA records as CSV (polars reads them
+    in 220 ms)."""
     if b'"' not in data:
         return
     text = np.frombuffer(data, dtype=np.uint8)
@@ -208,18 +212,20 @@ def _refuse_quote_in_unquoted_field(path: Path, data: bytes) -> None:
     start = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
     misplaced = ~(_BESIDE_QUOTE[text[opening - 1]] | (opening == start))  # [-1] at 0: allowed anyway
     overrun = ~(_BESIDE_QUOTE[text[np.minimum(closing + 1, text.size - 1)]] | (closing == text.size - 1))
-    if not misplaced.any():
+    if overrun.any() and (not misplaced.any() or closing[overrun.argmax()] < opening[misplaced.argmax()]):
+        quote = int(closing[overrun.argmax()])
+        begin, why = int(opening[overrun.argmax()]), _TEXT_AFTER_QUOTE  # the field opens with its quote
+    elif misplaced.any():
+        quote = int(opening[misplaced.argmax()])
+        begin = max(start, *(data.rfind(end, 0, quote) + 1 for end in (b",", b"\n", b"\r")))
+        why = "a quote inside a field that does not open with one; quote the field and double the quote"
+    else:
         return
-    quote = int(opening[misplaced.argmax()])
-    if overrun.any() and closing[overrun.argmax()] < quote:  # text after a closing quote comes first
-        return
-    line = 1 + data.count(b"\n", 0, quote) + data.count(b"\r", 0, quote) - data.count(b"\r\n", 0, quote)
-    begin = max(start, *(data.rfind(end, 0, quote) + 1 for end in (b",", b"\n", b"\r")))
+    line = 1 + data.count(b"\n", 0, begin) + data.count(b"\r", 0, begin) - data.count(b"\r\n", 0, begin)
     ends = [at for at in (data.find(end, quote) for end in (b",", b"\n", b"\r")) if at >= 0]
     field_text = data[begin:min(ends, default=len(data))].decode("utf-8", errors="replace")
     reason = _not_escaped(_column_at(path, text, quotes, begin), field_text)
-    raise CorpusError(f"{path}: cannot be read: line {line}, {reason} (a quote inside a field that does not open "
-                      "with one; quote the field and double the quote)")
+    raise CorpusError(f"{path}: cannot be read: line {line}, {reason} ({why})")
 
 
 def _column_at(path: Path, text: np.ndarray, quotes: np.ndarray, begin: int) -> str:

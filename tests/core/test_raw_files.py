@@ -6,6 +6,7 @@ import pytest
 
 from meddevkg_core.corpus import read_corpus
 from meddevkg_core.errors import CorpusError
+from meddevkg_core.raw_files import read_raw
 
 
 def _write_jsonl(path, rows):
@@ -221,6 +222,22 @@ def test_a_csv_field_with_a_malformed_quote_refuses_the_file_in_one_line_naming_
     with pytest.raises(CorpusError) as refused:
         read_corpus(tmp_path)
     assert str(refused.value) == f"{tmp_path / 'devices.csv'}: cannot be read: {reason}"
+
+
+@pytest.mark.parametrize(("records", "field"), [
+    (b'P1,"Best" 3" catheter,Acme\nP2,stent,Acme\nP3,x",Acme\n',
+     "line 2, column 'text': field '\"Best\" 3\" catheter'"),
+    (b'P1,stent,"Acme\nMedical" Inc\nP2,valve,Acme\n', "line 2, column 'applicant': field '\"Acme\\nMedical\" Inc'"),
+], ids=["records read as one", "a field of two lines"])
+def test_text_after_a_closing_quote_refuses_a_csv_file_whatever_polars_makes_of_it(tmp_path, records, field):
+    # polars refused the second, but read the first as ONE record, its text
+    # 'Best 3 catheter,Acme\nP2,stent,Acme\nP3,x': devices P2 and P3 lost without a word
+    path = tmp_path / "devices.csv"
+    path.write_bytes(b"fda_id,text,applicant\n" + records)
+    with pytest.raises(CorpusError) as refused:
+        read_raw(path)
+    assert str(refused.value) == (f"{path}: cannot be read: {field} is not properly escaped (text follows its closing "
+                                  "quote)")
 
 
 @pytest.mark.parametrize(("records", "reason"), [
