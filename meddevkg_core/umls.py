@@ -4,7 +4,8 @@ The files are streamed through polars (a real MRCONSO is ~2 GB, MRREL larger): e
 read as one string, split once, and only the fields used here are kept. A line with the wrong
 field count, bytes that are not UTF-8, a NUL byte, a malformed id or (with `max_srl`) an SRL that
 is no number is quarantined with its file and line number (or, `strict`, raises naming them);
-nothing else is dropped without a filter that says why.
+nothing else is dropped without a filter that says why. A file may be packed with gzip or zlib, as
+polars unpacks it; one packed with zstd is refused (Python cannot unpack it to find its NUL lines).
 
 Direction (DATA_SOURCES.md §3.1, verified): REL describes CUI2 relative to CUI1, so
 `X|..|PAR|Y` makes Y a parent of X and `X|..|CHD|Y` makes Y a child of X.
@@ -12,10 +13,13 @@ Direction (DATA_SOURCES.md §3.1, verified): REL describes CUI2 relative to CUI1
 
 from __future__ import annotations
 
+import gzip
 import mmap
-from collections.abc import Collection, Mapping, Sequence
+import os
+import zlib
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 import polars as pl
 
@@ -45,7 +49,7 @@ _CUI = (r"^C[0-9]{7}$", "a CUI (C and 7 digits)")  # [0-9]: polars' \d also matc
 _TUI = (r"^T[0-9]{3}$", "a TUI (T and 3 digits)")
 _TEXT = (r"\S", "a non-blank string")
 _SRL = (r"^[0-9]{1,9}$", "a number (up to 9 digits)")  # 9 digits: the Int32 it is compared as holds them
-_CHUNK = 1 << 24  # bytes copied at a time to count the newlines before a NUL
+_CHUNK = 1 << 24  # bytes read (or unpacked) at a time to find the lines holding a NUL
 
 
 def read_umls(umls_dir: str | Path, *, tuis: Collection[str] = DEFAULT_UMLS_TUIS,
@@ -92,22 +96,74 @@ def _lines(path: Path) -> pl.LazyFrame:
 
 def _nul_lines(path: Path) -> list[int]:
     """The lines (1-based) holding a NUL byte, found in the bytes (polars would split them, and take
-    an empty field after a NUL for a missing one): one memchr over the mapped file when there is none."""
-    found: list[int] = []
+    an empty field after a NUL for a missing one): one memchr over the mapped file when there is none.
+    A file packed as polars unpacks it (gzip, zlib) is scanned unpacked, a chunk at a time; one packed
+    with zstd, which Python cannot unpack, is refused."""
     try:
-        if path.stat().st_size == 0:  # mmap refuses an empty file
-            return found
-        with path.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            line, start = 1, 0
-            while (at := mm.find(b"\x00", start)) >= 0:
-                line += sum(mm[i:min(i + _CHUNK, at)].count(b"\n") for i in range(start, at, _CHUNK))
-                found.append(line)
-                end = mm.find(b"\n", at)
-                if end < 0:
-                    break
-                line, start = line + 1, end + 1
+        with path.open("rb") as fh:
+            packing = _packing(fh.read(4))
+            if packing == "zstd":
+                raise TerminologyError(f"{path}: cannot be read: it is packed with zstd, which this reader cannot "
+                                       "scan; unpack it (zstd -d)")
+            if packing is None and not _holds_nul(fh):
+                return []
+            fh.seek(0)
+            return _lines_holding_nul(_unpacked(fh, packing) if packing else iter(lambda: fh.read(_CHUNK), b""))
     except OSError as exc:
         raise TerminologyError(f"{path}: cannot be read: {exc}") from exc
+
+
+def _packing(head: bytes) -> str | None:
+    """The packing polars unpacks a file of (its magic bytes, as polars tells them), or None."""
+    if len(head) < 4:
+        return None
+    if head.startswith(b"\x1f\x8b"):
+        return "gzip"
+    if head[0] == 0x78 and head[1] in (0x01, 0x5E, 0x9C, 0xDA):
+        return "zlib"
+    return "zstd" if head == b"\x28\xb5\x2f\xfd" else None
+
+
+def _holds_nul(fh: BinaryIO) -> bool:
+    if os.fstat(fh.fileno()).st_size == 0:  # mmap refuses an empty file
+        return False
+    with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        return mm.find(b"\x00") >= 0
+
+
+def _unpacked(fh: BinaryIO, packing: str) -> Iterator[bytes]:
+    """A gzip or zlib file's unpacked bytes, up to _CHUNK at a time (a real MRCONSO is 2 GB). Where
+    the data is damaged the scan stops: polars refuses the file when it reads it (collect_rrf)."""
+    try:
+        if packing == "gzip":
+            with gzip.GzipFile(fileobj=fh) as unpacking:
+                yield from iter(lambda: unpacking.read(_CHUNK), b"")
+            return
+        unpacker = zlib.decompressobj()
+        while not unpacker.eof and (packed := unpacker.unconsumed_tail or fh.read(_CHUNK)):
+            yield unpacker.decompress(packed, _CHUNK)
+    except (OSError, EOFError, zlib.error):
+        return
+
+
+def _lines_holding_nul(chunks: Iterable[bytes]) -> list[int]:
+    """The lines (1-based) of a file given in chunks that hold a NUL byte, each line once."""
+    found: list[int] = []
+    line, in_found = 1, False  # in_found: the rest of a line already found
+    for chunk in chunks:
+        at = 0
+        while at < len(chunk):
+            if in_found:
+                if (end := chunk.find(b"\n", at)) < 0:
+                    break
+                line, at, in_found = line + 1, end + 1, False
+            elif (nul := chunk.find(b"\x00", at)) < 0:
+                line += chunk.count(b"\n", at)
+                break
+            else:
+                line += chunk.count(b"\n", at, nul)
+                found.append(line)
+                at, in_found = nul + 1, True
     return found
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import re
 import shutil
+import zlib
 from pathlib import Path
 
 import polars as pl
@@ -211,6 +212,38 @@ def test_nul_bytes_anywhere_in_a_line_are_found_and_the_lines_after_keep_their_n
     assert bad["record_key"].to_list() == [f"MRCONSO.RRF:{n}" for n in (27, 28, 29, 30)]
     assert bad["reason"].to_list() == ["NUL byte (0x00)"] * 3 + ["expected 18 fields each ending in '|', found 5 '|'"]
     assert t.terms.equals(read_umls(UMLS_DIR).terms)
+
+
+@pytest.mark.parametrize("pack", [gzip.compress, zlib.compress], ids=["gzip", "zlib"])
+def test_a_packed_rrf_file_is_scanned_for_nul_bytes_unpacked(tmp_path, monkeypatch, pack):
+    # polars unpacks a gzip or zlib file, but the NUL scan read the packed bytes (a gzip header holds
+    # NULs): valid lines were quarantined as "NUL byte". A tiny chunk puts lines across chunk ends
+    monkeypatch.setattr("meddevkg_core.umls._CHUNK", 7)
+    root, shipped = _copy_umls(tmp_path), read_umls(UMLS_DIR)
+    for name in ("MRSTY.RRF", "MRCONSO.RRF", "MRREL.RRF"):
+        (root / name).write_bytes(pack((root / name).read_bytes()))
+    t = read_umls(root)
+    assert t.rejected.equals(shipped.rejected)
+    assert t.concepts.equals(shipped.concepts) and t.terms.equals(shipped.terms) and t.parents.equals(shipped.parents)
+    first, *rest = (UMLS_DIR / "MRCONSO.RRF").read_bytes().splitlines(keepends=True)
+    atom = b"C0038257|ENG|S|L9|PF|S9|Y|A9||||MTH|SY|NOCODE|"
+    nul_lines = [atom + b"Sten\x00t|0|N|256|\n", atom + b"Stent, bare\x00\x00metal|0|N|256|\x00\n"]
+    (root / "MRCONSO.RRF").write_bytes(pack(b"".join([first, *nul_lines, *rest])))  # lines 2 and 3
+    bad = read_umls(root).rejected.filter(pl.col("source") == "MRCONSO.RRF")
+    assert bad.select("record_key", "reason").rows() == [("MRCONSO.RRF:2", "NUL byte (0x00)"),
+                                                         ("MRCONSO.RRF:3", "NUL byte (0x00)")]
+
+
+def test_a_zstd_packed_rrf_file_is_refused_naming_it_and_saying_to_unpack_it(tmp_path):
+    # polars unpacks zstd too, which Python 3.11 cannot stream to scan it for NUL bytes
+    root = _copy_umls(tmp_path)
+    data = (root / "MRSTY.RRF").read_bytes()
+    stored = bytes([0xA0]) + len(data).to_bytes(4, "little") + ((len(data) << 3) | 1).to_bytes(3, "little")
+    (root / "MRSTY.RRF").write_bytes(b"\x28\xb5\x2f\xfd" + stored + data)  # one frame, one stored block
+    with pytest.raises(TerminologyError) as refused:
+        read_umls(root)
+    assert str(refused.value) == (f"{root / 'MRSTY.RRF'}: cannot be read: it is packed with zstd, which this reader "
+                                  "cannot scan; unpack it (zstd -d)")
 
 
 def test_srl_that_is_no_number_is_quarantined_when_max_srl_filters_by_it(tmp_path):
