@@ -3,13 +3,14 @@
 Every reader of a user's file (the corpus, FDA PMA records, a pair file, an LLM entity file) reads it
 here, so that one set of rules says what a file may hold. A file that would be read wrongly, not just
 have a bad record, is refused whole with a CorpusError naming it and the line or column: one polars
-cannot read, a column named as the reader's own (RESERVED_COLUMNS), a CSV header run on past a carriage
-return or naming a column twice, a carriage return alone or a misplaced quote outside a quoted CSV field
-(polars and the csv module would split the records differently), a Parquet column of nested values or of
-values with no text. A record that is only itself unreadable is kept as a row with a `__parse_error__`
-(and, when it could not be split into fields, its text in `__raw__`), for the validation to quarantine:
-a CSV record with more or fewer fields than the header, an invalid JSON line (a key given twice, nesting
-deeper than json reads), a JSON object where a value belongs, bytes that are not UTF-8.
+cannot read (a damaged Parquet file, on which polars may panic, too: `reading`), a column named as
+the reader's own (RESERVED_COLUMNS), a CSV header run on past a carriage return or naming a column
+twice, a carriage return alone or a misplaced quote outside a quoted CSV field (polars and the csv
+module would split the records differently), a Parquet column of nested values or of values with no
+text. A record that is only itself unreadable is kept as a row with a `__parse_error__` (and, when it
+could not be split into fields, its text in `__raw__`), for the validation to quarantine: a CSV record
+with more or fewer fields than the header, an invalid JSON line (a key given twice, nesting deeper
+than json reads), a JSON object where a value belongs, bytes that are not UTF-8.
 """
 
 from __future__ import annotations
@@ -19,14 +20,37 @@ import csv
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from meddevkg_core.errors import CorpusError, one_line
+from meddevkg_core.errors import CorpusError, InputError, one_line
+
+_READ_ERRORS = (pl.exceptions.PolarsError, pl.exceptions.PanicException, OSError)
+"""What polars may raise on a file it cannot read. On some damaged Parquet files it panics: its
+PanicException is a BaseException, which `except Exception` lets through as a traceback."""
+
+
+def _why_unreadable(exc: BaseException) -> str:
+    """Why a file could not be read (one of _READ_ERRORS), in one line; a panic says so, as its own text
+    speaks of polars' code, not of the file."""
+    if isinstance(exc, pl.exceptions.PanicException):
+        return f"polars panicked on it (a damaged file?): {one_line(exc)}"
+    return one_line(exc)
+
+
+@contextmanager
+def reading(path: Path | str, what: str = "", error: type[InputError] = CorpusError) -> Iterator[None]:
+    """Read `path` in the block: when polars cannot (_READ_ERRORS, a damaged file included), `error`
+    names it in one line, "<path>: cannot be read<what>: <why>"."""
+    try:
+        yield
+    except _READ_ERRORS as exc:
+        raise error(f"{path}: cannot be read{what}: {_why_unreadable(exc)}") from exc
 
 
 def read_raw(path: Path) -> pl.DataFrame:
@@ -39,9 +63,9 @@ def read_raw(path: Path) -> pl.DataFrame:
             return _flag_undecodable(_read_csv(path))
         else:
             return _flag_undecodable(_read_jsonl(path))
-    except (pl.exceptions.PolarsError, OSError) as exc:
+    except _READ_ERRORS as exc:
         bad_quote = _BAD_QUOTE.search(str(exc)) if path.suffix == ".csv" else None
-        reason = _bad_quote(path, *bad_quote.groups()) if bad_quote else one_line(exc)
+        reason = _bad_quote(path, *bad_quote.groups()) if bad_quote else _why_unreadable(exc)
         raise CorpusError(f"{path}: cannot be read: {reason}") from exc
     return df.with_columns(_column_text(path, df, name) for name in df.columns)
 

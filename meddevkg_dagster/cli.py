@@ -347,6 +347,7 @@ def _benchmark(args: argparse.Namespace) -> int:
 
 def _compare_runs(args: argparse.Namespace) -> int:
     from meddevkg_core.corpus import read_corpus
+    from meddevkg_core.raw_files import reading
     from meddevkg_core.run_comparison import RankingsError, compare_runs, format_comparison
 
     corpus = read_corpus(args.corpus)
@@ -357,7 +358,8 @@ def _compare_runs(args: argparse.Namespace) -> int:
         path = Path(out) / "rankings.parquet"
         if not path.is_file():
             raise SystemExit(f"{path} not found: pass directories written by `meddevkg benchmark`")
-        return pl.read_parquet(path)
+        with reading(path, error=InputError):
+            return pl.read_parquet(path)
 
     try:
         comparison, paired = compare_runs([rankings(d) for d in args.a], [rankings(d) for d in args.b],

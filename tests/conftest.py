@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -66,3 +67,23 @@ def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
     BertForSequenceClassification(config).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
+
+
+@pytest.fixture
+def damaged_parquet() -> Callable[[Path], Path]:
+    """Writes at a path a Parquet file damaged so that polars panics reading it: a PanicException, a
+    BaseException that `except Exception` lets through. It checks that polars still does."""
+    import polars as pl
+
+    def write(path: Path) -> Path:
+        pl.DataFrame({"fda_id": [f"P{i}" for i in range(100)], "text": ["stent", "valve", None, "lead"] * 25}
+                     ).write_parquet(path, compression="uncompressed", statistics=False)
+        data = bytearray(path.read_bytes())
+        at = data.rindex(b"lead") + 26  # past the text dictionary's last value and the data page's header
+        data[at:at + 4] = b"\xff" * 4  # its definition levels (which rows are null)
+        path.write_bytes(bytes(data))
+        with pytest.raises(pl.exceptions.PanicException):
+            pl.read_parquet(path)
+        return path
+
+    return write

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import polars as pl
 import pytest
@@ -45,4 +46,12 @@ def test_links_without_the_columns_the_applications_read_are_named(tmp_path):
     pl.DataFrame({"fda_id": ["P1"], "pat_id": ["1"]}).write_parquet(tmp_path / "links.parquet")
     with pytest.raises(InputError, match=r"links\.parquet: not the links of a run or benchmark "
                                          r"\(no probability, decision\)"):
+        from_output_dir(tmp_path)
+
+
+def test_a_damaged_links_file_is_named_in_one_line_instead_of_a_traceback(tmp_path, damaged_parquet):
+    # polars raised a PanicException, a BaseException no reader caught
+    path = damaged_parquet(tmp_path / "links.parquet")
+    with pytest.raises(InputError, match=rf"^{re.escape(str(path))}: cannot be read: polars panicked on it \(a "
+                                         r"damaged file\?\): [^\n]+$"):
         from_output_dir(tmp_path)

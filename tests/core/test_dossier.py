@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import date
 from pathlib import Path
 
@@ -196,6 +197,16 @@ def test_a_submission_number_column_that_is_not_text_is_read_as_text_and_its_rec
                       "ao_statement": ["A STENT.", "A VALVE."]}).write_parquet(path)
         with pytest.raises(CorpusError, match="pma.parquet: cannot be read as PMA records: invalid utf8"):
             load_pma_records(path, ["P100001"])
+
+
+def test_a_damaged_parquet_file_of_pma_records_is_refused_naming_it_in_one_line(tmp_path: Path, damaged_parquet):
+    from meddevkg_core.dossier import load_pma_records
+
+    # polars raised a PanicException, a BaseException no reader caught: a traceback naming no file
+    path = damaged_parquet(tmp_path / "pma.parquet")
+    with pytest.raises(CorpusError, match=rf"^{re.escape(str(path))}: cannot be read as PMA records: polars panicked "
+                                          r"on it \(a damaged file\?\): [^\n]+$"):
+        load_pma_records(path)
 
 
 def test_a_submission_number_with_a_second_slash_keeps_all_of_its_supplement_number(tmp_path: Path):

@@ -1,5 +1,6 @@
 import datetime as dt
 import json
+import re
 
 import polars as pl
 import pytest
@@ -293,3 +294,11 @@ def test_date_typed_columns_are_read_as_their_dates(tmp_path):
     assert corpus.rejected.height == 0
     assert corpus.devices["decision_date"].to_list() == [date(2015, 3, 2), date(2016, 7, 1)]
     assert corpus.patents["grant_date"].to_list() == [date(2010, 1, 5)]
+
+
+def test_a_damaged_parquet_file_polars_panics_on_is_refused_naming_it_in_one_line(tmp_path, damaged_parquet):
+    # polars raised a PanicException, a BaseException no reader caught: a traceback naming no file
+    path = damaged_parquet(tmp_path / "devices.parquet")
+    with pytest.raises(CorpusError, match=rf"^{re.escape(str(path))}: cannot be read: polars panicked on it \(a "
+                                          r"damaged file\?\): [^\n]+$"):
+        read_raw(path)

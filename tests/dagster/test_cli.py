@@ -145,7 +145,8 @@ def test_benchmark_fda_approval_dates_date_the_devices_from_the_fda_records(tmp_
         main([*base, "--fda-approval-dates"])
 
 
-def test_compare_runs_reads_benchmark_directories_and_names_a_missing_ranking(tmp_path, capsys):
+def test_compare_runs_reads_benchmark_directories_and_names_a_missing_or_damaged_ranking(
+        tmp_path, capsys, damaged_parquet):
     import polars as pl
 
     (tmp_path / "devices.csv").write_text("fda_id,text\nP1,stent\nP2,valve\n")
@@ -167,6 +168,10 @@ def test_compare_runs_reads_benchmark_directories_and_names_a_missing_ranking(tm
         assert "rankings.parquet not found" in str(exc)
     else:
         raise AssertionError("expected a clear refusal")
+    damaged = damaged_parquet(tmp_path / "b" / "rankings.parquet")  # polars panicked: a traceback naming no file
+    assert main(["compare-runs", "--corpus", str(tmp_path), "--a", str(tmp_path / "a"),
+                 "--b", str(tmp_path / "b")]) == 1
+    assert capsys.readouterr().err.startswith(f"{damaged}: cannot be read: polars panicked on it (a damaged file?): ")
 
 
 def test_the_ui_command_opens_this_runs_corpus_and_store_from_any_directory(tmp_path, monkeypatch):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import date
 
 import polars as pl
@@ -163,6 +164,19 @@ def test_main_reads_the_benchmark_devices_in_any_corpus_format_and_names_a_wrong
         main_select_devices(tmp_path / "pma.parquet", tmp_path / "missing.parquet", tmp_path / "bench")
     with pytest.raises(CorpusError, match="no devices table"):
         main_select_devices(tmp_path / "pma.parquet", tmp_path / "codes.parquet", tmp_path)
+
+
+def test_damaged_parquet_product_codes_are_refused_naming_the_file_in_one_line(tmp_path, damaged_parquet):
+    from meddevkg_core.errors import CorpusError
+
+    # polars raised a PanicException, a BaseException no reader caught: a traceback naming no file
+    FDA.write_parquet(tmp_path / "pma.parquet")
+    codes = damaged_parquet(tmp_path / "codes.parquet")
+    (tmp_path / "bench").mkdir()
+    BENCH.with_columns(pl.lit("t").alias("text")).write_parquet(tmp_path / "bench" / "devices.parquet")
+    with pytest.raises(CorpusError, match=rf"^{re.escape(str(codes))}: cannot be read as FDA product codes: polars "
+                                          r"panicked on it \(a damaged file\?\): [^\n]+$"):
+        main_select_devices(tmp_path / "pma.parquet", codes, tmp_path / "bench")
 
 
 def test_main_reads_the_benchmark_ids_as_the_corpus_does_and_reports_the_rows_it_rejects(tmp_path):
