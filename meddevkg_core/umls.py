@@ -73,14 +73,19 @@ def read_umls(umls_dir: str | Path, *, tuis: Collection[str] = DEFAULT_UMLS_TUIS
     return Terminology("UMLS", concepts, terms, parents, pl.concat([sty_bad, conso_bad, empty_terms, rel_bad]))
 
 
-def _lines(path: Path) -> pl.LazyFrame:
+_NUL = "NUL byte (0x00)"
+
+
+def _lines(path: Path, nul_lines: list[int] | None = None) -> pl.LazyFrame:
     """`line` (1-based) and `raw` text; NUL never occurs in RRF, so it is the separator: each line is one field.
 
     Read lossily, so that a line with bytes that are not UTF-8 (they read as U+FFFD) can be named
     and quarantined by `scan_rrf` rather than fail the whole file. A file that does hold NUL is read
     ragged, its NUL lines (`_nul_lines`) given back their first NUL and the text up to a second one,
-    so that `scan_rrf` names them too rather than polars failing the file on "more fields"."""
-    nul_lines = _nul_lines(path)
+    so that `scan_rrf` names them too rather than polars failing the file on "more fields". A caller
+    that knows them already passes `nul_lines`: the scan unpacks a packed file to find them."""
+    if nul_lines is None:
+        nul_lines = _nul_lines(path)
     schema = {"raw": pl.String, "after_nul": pl.String} if nul_lines else {"raw": pl.String}
     lf = (pl.scan_csv(path, has_header=False, separator="\x00", quote_char=None, schema=schema,
                       encoding="utf8-lossy", raise_if_empty=False, truncate_ragged_lines=bool(nul_lines))
@@ -186,7 +191,7 @@ def scan_rrf(path: Path, columns: Sequence[str], keep: Sequence[str],
     lf = lf.with_columns(raw.str.split("|").alias("_fields")).with_columns(
         pl.col("_fields").list.get(columns.index(c), null_on_oob=True).alias(c) for c in keep)
     # NUL first: a line read ragged past a second NUL has lost the rest of its '|'
-    reason: Then | ChainedThen = pl.when(raw.str.contains("\x00", literal=True)).then(pl.lit("NUL byte (0x00)"))
+    reason: Then | ChainedThen = pl.when(raw.str.contains("\x00", literal=True)).then(pl.lit(_NUL))
     reason = reason.when(~((pipes == len(columns)) & raw.str.ends_with("|"))).then(
         pl.format("expected {} fields each ending in '|', found {} '|'", pl.lit(len(columns)), pipes))
     reason = reason.when(raw.str.contains("\ufffd", literal=True)).then(pl.lit("non-UTF-8 bytes (read as U+FFFD)"))
@@ -215,7 +220,8 @@ def collect_rrf(lf: pl.LazyFrame, path: Path, wanted: pl.Expr, out: Sequence[pl.
     if strict and bad.height:
         raise TerminologyError(f"{path}: line {bad['line'][0]}: {bad['reason'][0]}")
     if bad.height:  # a second pass for the text of the (few) malformed lines
-        text = _lines(path).filter(pl.col("line").is_in(bad["line"].implode())).select(
+        nul_lines = bad.filter(pl.col("reason") == _NUL)["line"].to_list()  # NUL is the first reason checked
+        text = _lines(path, nul_lines).filter(pl.col("line").is_in(bad["line"].implode())).select(
             "line", pl.col("raw").str.slice(0, 500).alias("record")).collect(engine="streaming")
         bad = bad.join(text, on="line", how="left").sort("line")
     rejected = quarantine(bad.select(pl.format("{}:{}", pl.lit(path.name), "line").alias("record_key"),
