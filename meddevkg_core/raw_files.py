@@ -185,8 +185,7 @@ def _refuse_stray_carriage_return(path: Path, data: bytes) -> None:
     file with a CR not before an LF is tokenised in Python: the search for one runs in C."""
     if not re.search(rb"\r(?!\n|\Z)", data):  # a CR ending the file ends its last line
         return
-    with path.open(encoding="utf-8", errors="replace", newline="") as handle:
-        text = handle.read()
+    text = data.decode("utf-8", errors="replace")  # as open(newline="") reads it: line ends kept
     line, quoted, field_start, escaped = 1, False, 0, -1
     for token in _CSV_TOKEN.finditer(text):
         mark, at = token.group(), token.start()
