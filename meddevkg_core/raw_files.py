@@ -10,7 +10,8 @@ module would split the records differently), a Parquet column of nested values o
 text. A record that is only itself unreadable is kept as a row with a `__parse_error__` (and, when it
 could not be split into fields, its text in `__raw__`), for the validation to quarantine: a CSV record
 with more or fewer fields than the header, an invalid JSON line (a key given twice, nesting deeper
-than json reads), a JSON object where a value belongs, bytes that are not UTF-8.
+than json reads), a JSON object where a value belongs, bytes that are not UTF-8. A byte order mark
+opening a CSV or JSON Lines file is no part of it, for polars and the csv module alike.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 import polars as pl
@@ -84,8 +85,7 @@ def _not_escaped(column: str, field: str) -> str:
 def _bad_quote(path: Path, column: str, field: str) -> str:
     """polars' "Field `...` is not properly escaped", with the line the csv module finds it on, and why."""
     reason = _not_escaped(column, field)
-    _take_any_field(path)
-    with path.open(encoding="utf-8", errors="replace", newline="") as handle:
+    with _csv_text(path) as handle:
         reader, first = csv.reader(handle, strict=True), 1
         try:
             for _ in reader:
@@ -147,7 +147,7 @@ def _read_csv(path: Path) -> pl.DataFrame:
                           "and the other records do not line up with the rows polars reads")
     errors: list[str | None] = [None] * df.height
     raws: list[str | None] = [None] * df.height
-    with path.open(encoding="utf-8", errors="replace", newline="") as handle:
+    with _csv_text(path) as handle:
         lines = handle.readlines()  # split as the csv reader splits them, so its line numbers index them
     for index, first, last, fields in ragged:
         errors[index] = f"line {first}: {fields} field{'s' * (fields != 1)} where the header has {width}"
@@ -185,7 +185,7 @@ def _refuse_stray_carriage_return(path: Path, data: bytes) -> None:
     file with a CR not before an LF is tokenised in Python: the search for one runs in C."""
     if not re.search(rb"\r(?!\n|\Z)", data):  # a CR ending the file ends its last line
         return
-    text = data.decode("utf-8", errors="replace")  # as open(newline="") reads it: line ends kept
+    text = data.decode("utf-8-sig", errors="replace")  # as _csv_text reads it
     line, quoted, field_start, escaped = 1, False, 0, -1
     for token in _CSV_TOKEN.finditer(text):
         mark, at = token.group(), token.start()
@@ -261,8 +261,7 @@ def _column_at(path: Path, text: np.ndarray, quotes: np.ndarray, begin: int) -> 
     ends = outside(np.flatnonzero((head == ord("\n")) | (head == ord("\r"))))
     record = int(ends[-1]) + 1 if ends.size else 0
     index = outside(np.flatnonzero(text[record:begin] == ord(",")) + record).size
-    _take_any_field(path)
-    with path.open(encoding="utf-8-sig", errors="replace", newline="") as handle:
+    with _csv_text(path) as handle:
         header = next(csv.reader(handle), [])
     return header[index] if index < len(header) else f"#{index + 1}"
 
@@ -271,9 +270,8 @@ def _count_fields(path: Path) -> tuple[int, int, list[tuple[int, int, int, int]]
     """The header's field count, the number of records after it, and (record, first line, last line,
     field count) of each record whose count is not the header's; a blank line is no such record (polars
     reads it as a row of nulls, quarantined for its missing values)."""
-    _take_any_field(path)
     ragged: list[tuple[int, int, int, int]] = []
-    with path.open(encoding="utf-8", errors="replace", newline="") as handle:
+    with _csv_text(path) as handle:
         reader = csv.reader(handle)
         width = len(next(reader, []))
         records, first = 0, reader.line_num + 1
@@ -284,9 +282,12 @@ def _count_fields(path: Path) -> tuple[int, int, list[tuple[int, int, int, int]]
     return width, records, ragged
 
 
-def _take_any_field(path: Path) -> None:
-    """Let the csv module read any field of this file: none is longer than the file."""
+def _csv_text(path: Path) -> TextIO:
+    """A CSV file opened for the csv module, as polars reads it: line ends kept for the csv module to
+    split lines at (newline=""), a byte order mark opening it no part of its first field ('utf-8-sig'),
+    bytes that are not UTF-8 read as U+FFFD. Any field of it may be read: none is longer than the file."""
     csv.field_size_limit(max(csv.field_size_limit(), path.stat().st_size))
+    return path.open(encoding="utf-8-sig", errors="replace", newline="")
 
 
 def _flag_undecodable(df: pl.DataFrame) -> pl.DataFrame:

@@ -269,6 +269,31 @@ def test_a_quote_inside_an_unquoted_csv_field_refuses_the_file_in_one_line_namin
     assert corpus.patents["text"].to_list() == ['a "3.5" stent']
 
 
+@pytest.mark.parametrize(("records", "refusal"), [
+    (b'"PMA, number",text\nP1,\nP2,valve\n', None),
+    (b'"fda_id,",text\nP1,stent\rP2,valve\n', "line 2 has a carriage return alone (not before a line feed) outside "
+                                            "quotes; quote the field that holds it, or end lines in LF or CR LF"),
+    (b'"fda_id,",text\nP1,"stent\nP2,valve\n', "line 2, column 'text': field '\"stent\\nP2,valve\\n' is not "
+                                             "properly escaped (its quote is never closed)"),
+], ids=["short record", "carriage return alone", "quote never closed"])
+def test_a_byte_order_mark_opening_a_csv_file_is_no_part_of_its_first_field_for_the_csv_module_either(
+        tmp_path, records, refusal):
+    # the csv module read it as text opening the first field, so the quote after it was text too, not
+    # one opening a field, and the comma in that field split it in two: it counted 3 header fields for
+    # polars' 2 and refused the file for its short record, missed the CR alone (polars refused the file
+    # in its own words, "found more fields than defined in 'Schema'") and blamed a quote never closed on
+    # line 2 on the header, as "line 1, ... (text follows its closing quote)"
+    path = tmp_path / "devices.csv"
+    for data in (b"\xef\xbb\xbf" + records, records):  # the same with the mark as without it
+        path.write_bytes(data)
+        if refusal is None:
+            assert read_raw(path).rows() == [("P1", None), ("P2", "valve")]
+        else:
+            with pytest.raises(CorpusError) as refused:
+                read_raw(path)
+            assert str(refused.value) == f"{path}: cannot be read: {refusal}"
+
+
 def test_a_csv_header_naming_a_column_twice_is_refused_not_read_with_the_first_alone(tmp_path):
     # polars named the second "text_duplicated_0": P1 was read as a "stent", its "valve" dropped unseen
     (tmp_path / "devices.csv").write_text("fda_id,text,applicant,text\nP1,stent,Acme,valve\n")
