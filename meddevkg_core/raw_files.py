@@ -3,15 +3,17 @@
 Every reader of a user's file (the corpus, FDA PMA records, a pair file, an LLM entity file) reads it
 here, so that one set of rules says what a file may hold. A file that would be read wrongly, not just
 have a bad record, is refused whole with a CorpusError naming it and the line or column: one polars
-cannot read (a damaged Parquet file, on which polars may panic, too: `reading`), a column named as
-the reader's own (RESERVED_COLUMNS), a CSV header run on past a carriage return or naming a column
-twice, a carriage return alone or a misplaced quote outside a quoted CSV field (polars and the csv
-module would split the records differently), a Parquet column of nested values or of values with no
-text. A record that is only itself unreadable is kept as a row with a `__parse_error__` (and, when it
-could not be split into fields, its text in `__raw__`), for the validation to quarantine: a CSV record
-with more or fewer fields than the header, an invalid JSON line (a key given twice, nesting deeper
-than json reads), a JSON object where a value belongs, bytes that are not UTF-8. A byte order mark
-opening a CSV or JSON Lines file is no part of it, for polars and the csv module alike.
+cannot read (a damaged Parquet file, on which polars may panic, too: `reading`; a CSV field whose
+quote is never closed, named with its line), a column named as the reader's own (RESERVED_COLUMNS),
+a CSV header run on past a carriage return or naming a column twice, a carriage return alone outside
+a quoted CSV field, a quote inside a field that does not open with one or text after a field's
+closing quote (polars and the csv module would split the records differently), a Parquet column of
+nested values or of values with no text. A record that is only itself unreadable is kept as a row
+with a `__parse_error__` (and, when it could not be split into fields, its text in `__raw__`), for
+the validation to quarantine: a CSV record with more or fewer fields than the header, an invalid JSON
+line (a key given twice, nesting deeper than json reads), a JSON object where a value belongs, bytes
+that are not UTF-8. A byte order mark opening a CSV or JSON Lines file is no part of it, for polars
+and the csv module alike.
 """
 
 from __future__ import annotations
@@ -74,26 +76,25 @@ def read_raw(path: Path) -> pl.DataFrame:
 _BAD_QUOTE = re.compile(r"at column '(.*?)' \(column number \d+\).*Field `(.*)` is not properly escaped", re.DOTALL)
 
 
-_TEXT_AFTER_QUOTE = "text follows its closing quote"
-
-
 def _not_escaped(column: str, field: str) -> str:
     shown = repr(field if len(field) <= 40 else field[:40] + "...")
     return f"column {column!r}: field {shown} is not properly escaped"
 
 
 def _bad_quote(path: Path, column: str, field: str) -> str:
-    """polars' "Field `...` is not properly escaped", with the line the csv module finds it on, and why."""
+    """polars' "Field `...` is not properly escaped", with the line of the quote never closed, where the
+    csv module's strict reader finds the data ending in the field it opens. Nothing else stops it: a
+    quote out of turn (text after a closing one included) refused the file before polars read it
+    (_refuse_quote_in_unquoted_field), and _csv_text lets it read a field of any size. Should polars
+    fail on a file the csv module reads whole (no such file is known), the reason names no line."""
     reason = _not_escaped(column, field)
     with _csv_text(path) as handle:
         reader, first = csv.reader(handle, strict=True), 1
         try:
             for _ in reader:
                 first = reader.line_num + 1
-        except csv.Error as exc:
-            why = ("its quote is never closed" if "unexpected end of data" in str(exc)
-                   else _TEXT_AFTER_QUOTE if "expected after" in str(exc) else str(exc))
-            return f"line {first}, {reason} ({why})"
+        except csv.Error:
+            return f"line {first}, {reason} (its quote is never closed)"
     return reason
 
 
@@ -237,7 +238,7 @@ def _refuse_quote_in_unquoted_field(path: Path, data: bytes) -> None:
     overrun = ~(_BESIDE_QUOTE[text[np.minimum(closing + 1, text.size - 1)]] | (closing == text.size - 1))
     if overrun.any() and (not misplaced.any() or closing[overrun.argmax()] < opening[misplaced.argmax()]):
         quote = int(closing[overrun.argmax()])
-        begin, why = int(opening[overrun.argmax()]), _TEXT_AFTER_QUOTE  # the field opens with its quote
+        begin, why = int(opening[overrun.argmax()]), "text follows its closing quote"  # the field opens with it
     elif misplaced.any():
         quote = int(opening[misplaced.argmax()])
         begin = max(start, *(data.rfind(end, 0, quote) + 1 for end in (b",", b"\n", b"\r")))
