@@ -22,6 +22,7 @@ Merge rules (shipped first, then each terminology in the order given):
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,21 @@ from meddevkg_core.ontology import CATEGORY_WEIGHTS, Ontology, category_for_tui,
 
 ENV_UMLS_DIR = "MEDDEVKG_UMLS_DIR"
 ENV_MESH_XML = "MEDDEVKG_MESH_XML"
+ENV_STRICT = "MEDDEVKG_TERMINOLOGIES_STRICT"
+"""A yes/no setting, read where the other flags are (meddevkg_dagster.resources.env_flag)."""
+
+UMLS_OPTION_SETTINGS: Mapping[str, str] = {
+    "umls_languages": "MEDDEVKG_UMLS_LANGUAGES", "umls_sabs": "MEDDEVKG_UMLS_SABS",
+    "umls_rel_sabs": "MEDDEVKG_UMLS_REL_SABS", "umls_max_srl": "MEDDEVKG_UMLS_MAX_SRL",
+    "umls_tuis": "MEDDEVKG_UMLS_TUIS"}
+"""TerminologyConfig's UMLS reading options set as text (the environment, the Dagster resource): field -> setting."""
+
+_SAB = (re.compile(r"[A-Z0-9][A-Z0-9_.-]*"), "a UMLS source abbreviation (SAB, e.g. MSH or SNOMEDCT_US)")
+_UMLS_CODES: Mapping[str, tuple[re.Pattern[str], str]] = {
+    "umls_languages": (re.compile(r"[A-Z]{3}"), "a UMLS language (LAT: three capitals, e.g. ENG)"),
+    "umls_sabs": _SAB, "umls_rel_sabs": _SAB,
+    "umls_tuis": (re.compile(r"T[0-9]{3}"), "a UMLS semantic type (TUI, e.g. T074)"),
+}
 
 DEFAULT_UMLS_TUIS: frozenset[str] = frozenset(
     tui for tui in (f"T{n:03d}" for n in range(1, 205)) if category_for_tui(tui)[0] != "OTHER"
@@ -92,11 +108,13 @@ class TerminologyConfig(BaseModel, frozen=True):
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> TerminologyConfig:
-        """Paths from MEDDEVKG_UMLS_DIR and MEDDEVKG_MESH_XML where set (empty counts as unset)."""
+        """Paths from MEDDEVKG_UMLS_DIR and MEDDEVKG_MESH_XML, the UMLS reading options from their
+        UMLS_OPTION_SETTINGS, where set (empty counts as unset); `strict` is the caller's to pass."""
         env = os.environ if environ is None else environ
         values: dict[str, object] = {"umls_dir": env.get(ENV_UMLS_DIR) or None,
                                      "mesh_xml": env.get(ENV_MESH_XML) or None}
-        return cls.model_validate({**values, **overrides})
+        options = umls_options({option: env.get(name) for option, name in UMLS_OPTION_SETTINGS.items()})
+        return cls.model_validate({**values, **options, **overrides})
 
     def require_paths(self) -> TerminologyConfig:
         """Itself, once every configured release exists (the error names its setting)."""
@@ -104,6 +122,31 @@ class TerminologyConfig(BaseModel, frozen=True):
             if path is not None and not path.exists():
                 raise FileNotFoundError(f"{name}={str(path)!r}: no such file or directory")
         return self
+
+
+def umls_options(settings: Mapping[str, str | None]) -> dict[str, object]:
+    """TerminologyConfig's UMLS reading options from their text, keyed by field (UMLS_OPTION_SETTINGS):
+    comma-separated codes (the languages in order of preference) or the highest SRL as a whole number.
+    Unset or empty is the reader's default; a malformed value is a ValueError naming its setting, as
+    a code the release never has (e.g. "eng") would silently keep nothing."""
+    options: dict[str, object] = {}
+    for option, raw in settings.items():
+        text = raw.strip() if raw else ""
+        if not text:
+            continue
+        name = UMLS_OPTION_SETTINGS[option]
+        if option == "umls_max_srl":
+            if not re.fullmatch(r"[0-9]{1,9}", text):
+                raise ValueError(f"{name}={raw!r}: expected a whole number, the highest source restriction "
+                                 "level kept (UMLS's are 0-4 and 9; 0 = sources free of additional restrictions)")
+            options[option] = int(text)
+            continue
+        pattern, what = _UMLS_CODES[option]
+        codes = tuple(dict.fromkeys(code.strip() for code in text.split(",")))
+        if (bad := next((code for code in codes if not pattern.fullmatch(code)), None)) is not None:
+            raise ValueError(f"{name}={raw!r}: {bad!r} is not {what}; expected a comma-separated list")
+        options[option] = frozenset(codes) if option == "umls_tuis" else codes
+    return options
 
 
 def load_ontology(config: TerminologyConfig | None = None, base: Ontology | None = None) -> MergedOntology:

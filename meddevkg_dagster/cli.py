@@ -222,12 +222,13 @@ def load_models(corpus_dir: Path, cross_encoder: CrossEncoderConfig, device: str
     from meddevkg_core.packaged_models import default_models_dir
     from meddevkg_core.pipeline import Models
     from meddevkg_core.terminologies import TerminologyConfig, load_ontology
-    from meddevkg_dagster.resources import former_owners_setting
+    from meddevkg_dagster.resources import former_owners_setting, terminologies_strict_setting
 
-    try:  # MEDDEVKG_UMLS_DIR / MEDDEVKG_MESH_XML, as the meddevonto asset reads them
-        ontology = load_ontology(TerminologyConfig.from_env().require_paths())
-    except FileNotFoundError as exc:
+    try:  # MEDDEVKG_UMLS_* / MEDDEVKG_MESH_XML / MEDDEVKG_TERMINOLOGIES_STRICT, as the meddevonto asset reads them
+        config = TerminologyConfig.from_env(strict=terminologies_strict_setting()).require_paths()
+    except (FileNotFoundError, ValueError) as exc:
         raise SystemExit(str(exc)) from exc
+    ontology = load_ontology(config)
     if ontology.rejected.height:
         print(f"ontology: {ontology.rejected.height} UMLS/MeSH record(s) quarantined (in rejected_records)")
     try:

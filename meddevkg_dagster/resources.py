@@ -26,7 +26,7 @@ from meddevkg_core.embeddings import EmbeddingCache, Encoder, load_embedding_mod
 from meddevkg_core.home import home_dir
 from meddevkg_core.packaged_models import default_models_dir
 from meddevkg_core.sources.patentsview import parse_iso_date
-from meddevkg_core.terminologies import TerminologyConfig
+from meddevkg_core.terminologies import ENV_STRICT, UMLS_OPTION_SETTINGS, TerminologyConfig, umls_options
 from meddevkg_dagster.io_manager import MeddevkgDuckDBIOManager
 
 GPU_TAG = {"meddevkg/gpu": "true"}
@@ -69,6 +69,11 @@ def env_flag(name: str, default: bool) -> bool:
 def former_owners_setting() -> bool:
     """MEDDEVKG_FORMER_OWNERS (default true): the one place the CLI and the resources read it."""
     return env_flag("MEDDEVKG_FORMER_OWNERS", True)
+
+
+def terminologies_strict_setting() -> bool:
+    """MEDDEVKG_TERMINOLOGIES_STRICT (default false): the one place the CLI and the resources read it."""
+    return env_flag(ENV_STRICT, False)
 
 
 class CorpusResource(dg.ConfigurableResource):
@@ -172,11 +177,31 @@ class TerminologiesResource(dg.ConfigurableResource):
                                  "MRSTY, MRREL .RRF files): MEDDEVKG_UMLS_DIR.")
     mesh_xml: str | None = Field(default=None, description="A MeSH descriptor file (desc20XX.xml, or .gz): "
                                  "MEDDEVKG_MESH_XML.")
+    umls_languages: str | None = Field(default=None, description="UMLS languages (LAT) whose atoms are kept, "
+                                       "comma-separated in order of preference for a concept's name, e.g. ENG,FRE; "
+                                       "unset = ENG: MEDDEVKG_UMLS_LANGUAGES.")
+    umls_sabs: str | None = Field(default=None, description="UMLS source vocabularies (SAB) whose atoms are kept, "
+                                  "comma-separated, e.g. MSH,NCI,MTH; unset = all: MEDDEVKG_UMLS_SABS.")
+    umls_rel_sabs: str | None = Field(default=None, description="UMLS source vocabularies (SAB) whose MRREL "
+                                      "parent links are kept, comma-separated; unset = all: MEDDEVKG_UMLS_REL_SABS.")
+    umls_max_srl: str | None = Field(default=None, description="The highest UMLS source restriction level (SRL) "
+                                     "kept, a whole number: 0 keeps only sources without additional licence "
+                                     "restrictions (drops SNOMED CT, SRL 9); unset = every level your licence "
+                                     "covers: MEDDEVKG_UMLS_MAX_SRL.")
+    umls_tuis: str | None = Field(default=None, description="UMLS semantic types (TUI) whose concepts are kept, "
+                                  "comma-separated, e.g. T074,T061; unset = the device, procedure, algorithm, "
+                                  "indication and substance types (terminologies.DEFAULT_UMLS_TUIS): "
+                                  "MEDDEVKG_UMLS_TUIS.")
+    strict: bool = Field(default=False, description="Fail on the first malformed UMLS or MeSH record instead of "
+                         f"quarantining it in ontology_quarantine: {ENV_STRICT}.")
 
     def config(self) -> TerminologyConfig:
         try:
-            return TerminologyConfig(umls_dir=self.umls_dir or None, mesh_xml=self.mesh_xml or None).require_paths()
-        except FileNotFoundError as exc:
+            options = umls_options({field: getattr(self, field) for field in UMLS_OPTION_SETTINGS})
+            return TerminologyConfig.model_validate({"umls_dir": self.umls_dir or None,
+                                                     "mesh_xml": self.mesh_xml or None, "strict": self.strict,
+                                                     **options}).require_paths()
+        except (FileNotFoundError, ValueError) as exc:
             raise dg.Failure(str(exc)) from exc
 
 
@@ -215,8 +240,10 @@ def build_resources() -> dict[str, object]:
             backend=env_or("MEDDEVKG_CROSS_ENCODER_BACKEND", "sentence-transformers"),
             device=env_or("MEDDEVKG_DEVICE", "auto")),
         "pipeline_config": PipelineConfigResource(config_json=env_or("MEDDEVKG_PIPELINE_CONFIG", "")),
-        "terminologies": TerminologiesResource(umls_dir=env_or("MEDDEVKG_UMLS_DIR", "") or None,
-                                               mesh_xml=env_or("MEDDEVKG_MESH_XML", "") or None),
+        "terminologies": TerminologiesResource(
+            umls_dir=env_or("MEDDEVKG_UMLS_DIR", "") or None, mesh_xml=env_or("MEDDEVKG_MESH_XML", "") or None,
+            strict=terminologies_strict_setting(),
+            **{field: env_or(name, "") or None for field, name in UMLS_OPTION_SETTINGS.items()}),
         "alerts": AlertsResource(webhook_url=env_or(WEBHOOK_ENV, "") or None, ui_url=env_or(UI_URL_ENV, "") or None),
         **source_resources(),
     }

@@ -15,6 +15,7 @@ from meddevkg_core import schemas
 from meddevkg_core.mesh import read_mesh
 from meddevkg_core.ontology import Ontology, load_meddevonto
 from meddevkg_core.terminologies import (
+    UMLS_OPTION_SETTINGS,
     Terminology,
     TerminologyConfig,
     TerminologyError,
@@ -474,3 +475,29 @@ def test_config_from_environment():
     assert cfg.umls_dir == Path("/data/umls/2025AA") and cfg.mesh_xml is None
     assert "T074" in cfg.umls_tuis and "T073" in cfg.umls_tuis and "T023" not in cfg.umls_tuis
     assert TerminologyConfig.from_env({}, strict=True).strict
+
+
+def test_umls_reading_options_from_the_environment():
+    cfg = TerminologyConfig.from_env({
+        "MEDDEVKG_UMLS_DIR": str(UMLS_DIR), "MEDDEVKG_UMLS_LANGUAGES": "ENG, FRE", "MEDDEVKG_UMLS_SABS": "MSH,NCI",
+        "MEDDEVKG_UMLS_REL_SABS": "MSH", "MEDDEVKG_UMLS_MAX_SRL": " 0 ", "MEDDEVKG_UMLS_TUIS": "T074,T061"})
+    assert (cfg.umls_languages, cfg.umls_sabs, cfg.umls_rel_sabs, cfg.umls_max_srl, cfg.umls_tuis) == (
+        ("ENG", "FRE"), ("MSH", "NCI"), ("MSH",), 0, frozenset({"T074", "T061"}))  # the languages' order is kept
+    assert load_ontology(TerminologyConfig.from_env({"MEDDEVKG_UMLS_DIR": str(UMLS_DIR),
+                                                     "MEDDEVKG_UMLS_MAX_SRL": "0"})).ontology.terms.equals(
+        load_ontology(TerminologyConfig(umls_dir=UMLS_DIR, umls_max_srl=0)).ontology.terms)
+    unset = TerminologyConfig.from_env({name: "" for name in UMLS_OPTION_SETTINGS.values()})
+    assert unset == TerminologyConfig()  # empty counts as unset: the reader's defaults
+
+
+@pytest.mark.parametrize(("name", "value", "reason"), [
+    ("MEDDEVKG_UMLS_MAX_SRL", "x", "expected a whole number"),
+    ("MEDDEVKG_UMLS_MAX_SRL", "-1", "expected a whole number"),
+    ("MEDDEVKG_UMLS_LANGUAGES", "eng", "'eng' is not a UMLS language"),
+    ("MEDDEVKG_UMLS_SABS", "MSH,,NCI", "'' is not a UMLS source abbreviation"),
+    ("MEDDEVKG_UMLS_REL_SABS", "MSH NCI", "'MSH NCI' is not a UMLS source abbreviation"),
+    ("MEDDEVKG_UMLS_TUIS", "T74", "'T74' is not a UMLS semantic type"),
+])
+def test_a_bad_umls_reading_option_is_an_error_naming_the_setting(name, value, reason):
+    with pytest.raises(ValueError, match=rf"^{name}={value!r}: {reason}"):
+        TerminologyConfig.from_env({name: value})

@@ -386,6 +386,19 @@ def test_run_and_benchmark_merge_the_licensed_releases_the_environment_names(tmp
     models = cli.load_models(tmp_path, CrossEncoderConfig(), "cpu", None)
     assert models.ontology.lookup("open-irrigated RF catheter") == "C9900003"  # the same ontology as the asset
     assert "C9900005" in models.ontology_rejected["record_key"].to_list()  # run writes it to rejected_records
+    assert "Drug-eluting coronary stent" in set(models.ontology.terms["term"])  # a SNOMED CT (SRL 9) atom
+    monkeypatch.setenv("MEDDEVKG_UMLS_MAX_SRL", "0")  # the SNOMED CT (SRL 9) atoms dropped, as the asset does
+    monkeypatch.setenv("MEDDEVKG_TERMINOLOGIES_STRICT", "true")  # the fixture's MRREL cycle is no malformed line
+    models = cli.load_models(tmp_path, CrossEncoderConfig(), "cpu", None)
+    assert "Drug-eluting coronary stent" not in set(models.ontology.terms["term"])
+    monkeypatch.setenv("MEDDEVKG_UMLS_MAX_SRL", "nine")
+    with pytest.raises(SystemExit, match="MEDDEVKG_UMLS_MAX_SRL='nine'"):
+        cli.load_models(tmp_path, CrossEncoderConfig(), "cpu", None)
+    monkeypatch.setenv("MEDDEVKG_UMLS_MAX_SRL", "0")
+    monkeypatch.setenv("MEDDEVKG_TERMINOLOGIES_STRICT", "maybe")
+    with pytest.raises(SystemExit, match="MEDDEVKG_TERMINOLOGIES_STRICT='maybe'"):
+        cli.load_models(tmp_path, CrossEncoderConfig(), "cpu", None)
+    monkeypatch.delenv("MEDDEVKG_TERMINOLOGIES_STRICT")
     monkeypatch.setenv("MEDDEVKG_UMLS_DIR", str(tmp_path / "missing"))
     with pytest.raises(SystemExit, match="MEDDEVKG_UMLS_DIR="):
         cli.load_models(tmp_path, CrossEncoderConfig(), "cpu", None)
