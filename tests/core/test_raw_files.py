@@ -225,6 +225,27 @@ def test_a_csv_field_with_a_malformed_quote_refuses_the_file_in_one_line_naming_
     assert str(refused.value) == f"{tmp_path / 'devices.csv'}: cannot be read: {reason}"
 
 
+@pytest.mark.parametrize(("data", "reason"), [
+    (b'fda_id,text,applicant\nP1,stent,Acme\nP2,"Heart valve\nP3,stent,""',
+     "line 3, column 'text': field '\"Heart valve\\nP3,stent,\"\"'"),
+    (b'fda_id,text,applicant\r\nP1,stent,Acme\r\n\r\nP2,valve,"""', "line 4, column 'applicant': field '\"\"\"'"),
+    (b'fda_id,"text,applicant\nP1,stent,Acme\nP2,valve,Acme\n',
+     "line 1, column '#2': field '\"text,applicant\\nP1,stent,Acme\\nP2,valve,A...'"),
+    (b'\xef\xbb\xbf"fda_id,text,applicant\nP1,stent,Acme\n',
+     "line 1, column '#1': field '\"fda_id,text,applicant\\nP1,stent,Acme\\n'"),
+], ids=["two records read as one", "an empty field", "in the header", "after a byte order mark"])
+def test_a_csv_quote_never_closed_refuses_the_file_naming_its_line_however_polars_reads_it(tmp_path, data, reason):
+    # an odd number of quotes in the file: polars read these without error, as the quote closing the
+    # field at the file's end, P3 ("Heart valve\nP3,stent," quarantined as P2's short record) or P2's
+    # applicant ('') read from the doubled quote; in the header, as a header and no rows, every device gone
+    (tmp_path / "devices.csv").write_bytes(data)
+    (tmp_path / "patents.csv").write_text("pat_id,text\n1,stent\n")
+    with pytest.raises(CorpusError) as refused:
+        read_corpus(tmp_path)
+    assert str(refused.value) == (f"{tmp_path / 'devices.csv'}: cannot be read: {reason} is not properly escaped "
+                                  "(its quote is never closed)")
+
+
 @pytest.mark.parametrize(("records", "field"), [
     (b'P1,"Best" 3" catheter,Acme\nP2,stent,Acme\nP3,x",Acme\n',
      "line 2, column 'text': field '\"Best\" 3\" catheter'"),
