@@ -22,7 +22,7 @@ from meddevkg_core.applications import (
     number_ranges,
 )
 from meddevkg_core.errors import InputError
-from meddevkg_core.raw_files import reading
+from meddevkg_core.raw_files import read_parquet, reading
 
 DEVICE_COLS = ("fda_id", "applicant", "trade_name", "generic_name", "product_code", "decision_date")
 PATENT_COLS = ("pat_id", "title", "assignee", "grant_date", "filing_date")
@@ -112,7 +112,7 @@ def from_output_dir(out_dir: str | Path, corpus_dir: str | Path | None = None) -
     if not (out / "links.parquet").is_file():
         raise FileNotFoundError(f"{out}: no links.parquet (a `meddevkg run` or `meddevkg benchmark` output)")
     with reading(out / "links.parquet", error=InputError):
-        links = pl.read_parquet(out / "links.parquet")
+        links = read_parquet(out / "links.parquet")
     if missing := [c for c in LINK_REQUIRED if c not in links.columns]:
         raise InputError(f"{out / 'links.parquet'}: not the links of a run or benchmark (no {', '.join(missing)})")
     links = _pick(links, LINK_COLS)
@@ -120,7 +120,7 @@ def from_output_dir(out_dir: str | Path, corpus_dir: str | Path | None = None) -
     for name in ("candidates.parquet", "company_matches.parquet"):
         with reading(out / name, error=InputError):
             if (out / name).is_file() and "company_path" in pl.read_parquet_schema(out / name):
-                paths = pl.read_parquet(out / name, columns=["fda_id", "pat_id", "company_path"])
+                paths = read_parquet(out / name, columns=["fda_id", "pat_id", "company_path"])
                 break
     corpus = Path(corpus_dir) if corpus_dir else corpus_of(out)
     devices, patents = None, links.select("pat_id").unique()

@@ -24,7 +24,7 @@ import polars as pl
 from meddevkg_core import schemas
 from meddevkg_core.corpus import Corpus, TableRead
 from meddevkg_core.errors import CorpusError, one_line
-from meddevkg_core.raw_files import read_raw, reading, refuse_reserved
+from meddevkg_core.raw_files import read_parquet, read_raw, reading, refuse_reserved
 from meddevkg_core.sources.pma_records import (
     PmaDevices,
     frame_records,
@@ -90,7 +90,7 @@ def read_pma_file(path: str | Path) -> pl.DataFrame:
     is all that tells originals from supplements (`_read_original_flag`)."""
     path = Path(path)
     with reading(path, " as PMA records"):
-        frame = pl.read_parquet(path) if path.suffix == ".parquet" else read_raw(path)
+        frame = read_parquet(path) if path.suffix == ".parquet" else read_raw(path)
     if path.suffix == ".parquet":  # read_raw refuses them in the other formats, and adds its own
         refuse_reserved(path, frame.columns)
     has_statements = bool({"approval_order_statement", "ao_statement"} & set(frame.columns))

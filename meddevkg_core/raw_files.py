@@ -3,7 +3,8 @@
 Every reader of a user's file (the corpus, FDA PMA records, a pair file, an LLM entity file) reads it
 here, so that one set of rules says what a file may hold. A file that would be read wrongly, not just
 have a bad record, is refused whole with a CorpusError naming it and the line or column: one polars
-cannot read (a damaged Parquet file, on which polars may panic, too: `reading`), a column named as
+cannot read (a damaged Parquet file, on which polars may panic, too: `reading`; one it would abort
+the process on is refused before it reads it: `read_parquet`), a column named as
 the reader's own (RESERVED_COLUMNS), a CSV header run on past a carriage return or naming a column
 twice, a carriage return alone outside a quoted CSV field, a quote inside a field that does not open
 with one or text after a field's closing quote (polars and the csv module would split the records
@@ -32,10 +33,12 @@ import numpy as np
 import polars as pl
 
 from meddevkg_core.errors import CorpusError, InputError, one_line
+from meddevkg_core.parquet_pages import DamagedParquet, check_page_headers
 
-_READ_ERRORS = (pl.exceptions.PolarsError, pl.exceptions.PanicException, OSError)
+_READ_ERRORS = (pl.exceptions.PolarsError, pl.exceptions.PanicException, OSError, DamagedParquet)
 """What polars may raise on a file it cannot read. On some damaged Parquet files it panics: its
-PanicException is a BaseException, which `except Exception` lets through as a traceback."""
+PanicException is a BaseException, which `except Exception` lets through as a traceback. On others
+it aborts the process: `read_parquet` refuses them first (DamagedParquet)."""
 
 
 def _why_unreadable(exc: BaseException) -> str:
@@ -48,19 +51,26 @@ def _why_unreadable(exc: BaseException) -> str:
 
 @contextmanager
 def reading(path: Path | str, what: str = "", error: type[InputError] = CorpusError) -> Iterator[None]:
-    """Read `path` in the block: when polars cannot (_READ_ERRORS, a damaged file included), `error`
-    names it in one line, "<path>: cannot be read<what>: <why>"."""
+    """Read `path` in the block (a Parquet file with `read_parquet`): when polars cannot (_READ_ERRORS,
+    a damaged file included), `error` names it in one line, "<path>: cannot be read<what>: <why>"."""
     try:
         yield
     except _READ_ERRORS as exc:
         raise error(f"{path}: cannot be read{what}: {_why_unreadable(exc)}") from exc
 
 
+def read_parquet(path: Path | str, columns: list[str] | None = None) -> pl.DataFrame:
+    """A Parquet file as polars reads it, once its page headers are checked (parquet_pages): on a
+    damaged one polars aborts the process, leaving nothing to catch. Read it in `reading`."""
+    check_page_headers(Path(path))
+    return pl.read_parquet(path, columns=columns)
+
+
 def read_raw(path: Path) -> pl.DataFrame:
     """Read any supported file with every column as text, so validation sees what was written."""
     try:
         if path.suffix == ".parquet":
-            df = pl.read_parquet(path)
+            df = read_parquet(path)
             refuse_reserved(path, df.columns)
         elif path.suffix == ".csv":
             return _flag_undecodable(_read_csv(path))

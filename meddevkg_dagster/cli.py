@@ -348,7 +348,7 @@ def _benchmark(args: argparse.Namespace) -> int:
 
 def _compare_runs(args: argparse.Namespace) -> int:
     from meddevkg_core.corpus import read_corpus
-    from meddevkg_core.raw_files import reading
+    from meddevkg_core.raw_files import read_parquet, reading
     from meddevkg_core.run_comparison import RankingsError, compare_runs, format_comparison
 
     corpus = read_corpus(args.corpus)
@@ -360,7 +360,7 @@ def _compare_runs(args: argparse.Namespace) -> int:
         if not path.is_file():
             raise SystemExit(f"{path} not found: pass directories written by `meddevkg benchmark`")
         with reading(path, error=InputError):
-            return pl.read_parquet(path)
+            return read_parquet(path)
 
     try:
         comparison, paired = compare_runs([rankings(d) for d in args.a], [rankings(d) for d in args.b],

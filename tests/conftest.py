@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -84,6 +87,36 @@ def damaged_parquet() -> Callable[[Path], Path]:
         path.write_bytes(bytes(data))
         with pytest.raises(pl.exceptions.PanicException):
             pl.read_parquet(path)
+        return path
+
+    return write
+
+
+@pytest.fixture(scope="session")
+def _aborting_parquet_bytes(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    """A Parquet file polars writes, its first data page header counting -101 values instead of 100
+    (the low bit of the count's first byte is its sign): polars aborts the process reading it, which
+    a subprocess checks once."""
+    import polars as pl
+
+    path = tmp_path_factory.mktemp("aborting") / "table.parquet"
+    pl.DataFrame({"fda_id": [f"P{i}" for i in range(100)], "text": ["stent", "valve", None, "lead"] * 25}
+                 ).write_parquet(path, compression="uncompressed", statistics=False)
+    data = bytearray(path.read_bytes())
+    data[data.index(b"\x2c\x15\xc8\x01") + 2] |= 1  # data_page_header (field 5), num_values 200 zigzag: 100
+    path.write_bytes(bytes(data))
+    read = subprocess.run([sys.executable, "-c", f"import polars; polars.read_parquet({str(path)!r})"],
+                          capture_output=True, text=True)
+    assert read.returncode == -signal.SIGABRT, read.stderr[:300]
+    return bytes(data)
+
+
+@pytest.fixture
+def aborting_parquet(_aborting_parquet_bytes: bytes) -> Callable[[Path], Path]:
+    """Writes at a path a Parquet file polars aborts the process on (SIGABRT, no exception to catch):
+    a data page header counting fewer than no values."""
+    def write(path: Path) -> Path:
+        path.write_bytes(_aborting_parquet_bytes)
         return path
 
     return write

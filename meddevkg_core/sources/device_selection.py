@@ -28,7 +28,7 @@ from pydantic import BaseModel
 from meddevkg_core.atomic_files import replaced_file
 from meddevkg_core.corpus import required_table, validate_table
 from meddevkg_core.dossier import read_pma_file, readable_pma_rows
-from meddevkg_core.raw_files import read_raw, reading
+from meddevkg_core.raw_files import read_parquet, read_raw, reading
 from meddevkg_core.sources.pma_records import canonical_pma, devices_from_pma
 
 CARDIOVASCULAR = "CV"
@@ -254,7 +254,7 @@ def main_select_devices(fda_pma_path: str | Path, product_codes_path: str | Path
     names an input that cannot be read or is not what it should be."""
     fda = readable_pma_rows(read_pma_file(fda_pma_path), Path(fda_pma_path).name)
     with reading(product_codes_path, " as FDA product codes"):
-        product_codes = pl.read_parquet(product_codes_path)
+        product_codes = read_parquet(product_codes_path)
     devices_path = required_table(Path(benchmark_dir), "devices")
     # the corpus's rules, so a blank or repeated id is reported as the benchmark run would reject it
     benchmark = validate_table(read_raw(devices_path), "devices", source=str(devices_path))

@@ -49,9 +49,15 @@ def test_links_without_the_columns_the_applications_read_are_named(tmp_path):
         from_output_dir(tmp_path)
 
 
-def test_a_damaged_links_file_is_named_in_one_line_instead_of_a_traceback(tmp_path, damaged_parquet):
+def test_a_damaged_links_file_is_named_in_one_line_instead_of_a_traceback(tmp_path, damaged_parquet,
+                                                                          aborting_parquet):
     # polars raised a PanicException, a BaseException no reader caught
     path = damaged_parquet(tmp_path / "links.parquet")
     with pytest.raises(InputError, match=rf"^{re.escape(str(path))}: cannot be read: polars panicked on it \(a "
                                          r"damaged file\?\): [^\n]+$"):
+        from_output_dir(tmp_path)
+    aborting_parquet(path)  # polars aborted the process: no error, no file named
+    with pytest.raises(InputError, match=rf"^{re.escape(str(path))}: cannot be read: column 'fda_id', row group 0: "
+                                         r"the page header at byte \d+ gives num_values -101 \(a damaged file, "
+                                         r"on which polars may abort the process\)$"):
         from_output_dir(tmp_path)

@@ -199,13 +199,19 @@ def test_a_submission_number_column_that_is_not_text_is_read_as_text_and_its_rec
             load_pma_records(path, ["P100001"])
 
 
-def test_a_damaged_parquet_file_of_pma_records_is_refused_naming_it_in_one_line(tmp_path: Path, damaged_parquet):
+def test_a_damaged_parquet_file_of_pma_records_is_refused_naming_it_in_one_line(tmp_path: Path, damaged_parquet,
+                                                                                 aborting_parquet):
     from meddevkg_core.dossier import load_pma_records
 
     # polars raised a PanicException, a BaseException no reader caught: a traceback naming no file
     path = damaged_parquet(tmp_path / "pma.parquet")
     with pytest.raises(CorpusError, match=rf"^{re.escape(str(path))}: cannot be read as PMA records: polars panicked "
                                           r"on it \(a damaged file\?\): [^\n]+$"):
+        load_pma_records(path)
+    aborting_parquet(path)  # polars aborted the process: no error, no file named
+    with pytest.raises(CorpusError, match=rf"^{re.escape(str(path))}: cannot be read as PMA records: column 'fda_id', "
+                                          r"row group 0: the page header at byte \d+ gives num_values -101 \(a "
+                                          r"damaged file, on which polars may abort the process\)$"):
         load_pma_records(path)
 
 

@@ -1,6 +1,10 @@
 import datetime as dt
 import json
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -348,3 +352,17 @@ def test_a_damaged_parquet_file_polars_panics_on_is_refused_naming_it_in_one_lin
     with pytest.raises(CorpusError, match=rf"^{re.escape(str(path))}: cannot be read: polars panicked on it \(a "
                                           r"damaged file\?\): [^\n]+$"):
         read_raw(path)
+
+
+def test_a_parquet_file_polars_would_abort_on_is_refused_naming_it_in_one_line(tmp_path, aborting_parquet):
+    # polars aborted the process on it (SIGABRT): a CLI run or a Dagster run worker died naming no file.
+    # Read in a subprocess, so that an abort fails the test and not the test run
+    path = aborting_parquet(tmp_path / "devices.parquet")
+    code = ("import sys\nfrom pathlib import Path\nfrom meddevkg_core.raw_files import read_raw\n"
+            "try:\n    read_raw(Path(sys.argv[1]))\nexcept Exception as exc:\n    print(type(exc).__name__, exc)")
+    read = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert read.returncode == 0, read.stderr[:300]
+    assert re.fullmatch(rf"CorpusError {re.escape(str(path))}: cannot be read: column 'fda_id', row group 0: the page "
+                        r"header at byte \d+ gives num_values -101 \(a damaged file, on which polars may abort the "
+                        r"process\)\n", read.stdout), read.stdout

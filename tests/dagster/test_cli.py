@@ -146,7 +146,7 @@ def test_benchmark_fda_approval_dates_date_the_devices_from_the_fda_records(tmp_
 
 
 def test_compare_runs_reads_benchmark_directories_and_names_a_missing_or_damaged_ranking(
-        tmp_path, capsys, damaged_parquet):
+        tmp_path, capsys, damaged_parquet, aborting_parquet):
     import polars as pl
 
     (tmp_path / "devices.csv").write_text("fda_id,text\nP1,stent\nP2,valve\n")
@@ -172,6 +172,11 @@ def test_compare_runs_reads_benchmark_directories_and_names_a_missing_or_damaged
     assert main(["compare-runs", "--corpus", str(tmp_path), "--a", str(tmp_path / "a"),
                  "--b", str(tmp_path / "b")]) == 1
     assert capsys.readouterr().err.startswith(f"{damaged}: cannot be read: polars panicked on it (a damaged file?): ")
+    aborting_parquet(damaged)  # polars aborted the process: no error, no file named
+    assert main(["compare-runs", "--corpus", str(tmp_path), "--a", str(tmp_path / "a"),
+                 "--b", str(tmp_path / "b")]) == 1
+    assert capsys.readouterr().err.startswith(f"{damaged}: cannot be read: column 'fda_id', row group 0: the page "
+                                              "header at byte ")
 
 
 def test_the_ui_command_opens_this_runs_corpus_and_store_from_any_directory(tmp_path, monkeypatch):

@@ -166,7 +166,8 @@ def test_main_reads_the_benchmark_devices_in_any_corpus_format_and_names_a_wrong
         main_select_devices(tmp_path / "pma.parquet", tmp_path / "codes.parquet", tmp_path)
 
 
-def test_damaged_parquet_product_codes_are_refused_naming_the_file_in_one_line(tmp_path, damaged_parquet):
+def test_damaged_parquet_product_codes_are_refused_naming_the_file_in_one_line(tmp_path, damaged_parquet,
+                                                                               aborting_parquet):
     from meddevkg_core.errors import CorpusError
 
     # polars raised a PanicException, a BaseException no reader caught: a traceback naming no file
@@ -176,6 +177,11 @@ def test_damaged_parquet_product_codes_are_refused_naming_the_file_in_one_line(t
     BENCH.with_columns(pl.lit("t").alias("text")).write_parquet(tmp_path / "bench" / "devices.parquet")
     with pytest.raises(CorpusError, match=rf"^{re.escape(str(codes))}: cannot be read as FDA product codes: polars "
                                           r"panicked on it \(a damaged file\?\): [^\n]+$"):
+        main_select_devices(tmp_path / "pma.parquet", codes, tmp_path / "bench")
+    aborting_parquet(codes)  # polars aborted the process: no error, no file named
+    with pytest.raises(CorpusError, match=rf"^{re.escape(str(codes))}: cannot be read as FDA product codes: column "
+                                          r"'fda_id', row group 0: the page header at byte \d+ gives num_values "
+                                          r"-101 \(a damaged file, on which polars may abort the process\)$"):
         main_select_devices(tmp_path / "pma.parquet", codes, tmp_path / "bench")
 
 
