@@ -105,8 +105,8 @@ def _column_text(path: Path, df: pl.DataFrame, name: str) -> pl.Series:
         raise CorpusError(f"{path}: column {name!r} holds nested data ({dtype}), not one value a row")
     try:
         return df.select(_to_text(name, dtype)).to_series()
-    except pl.exceptions.PolarsError as exc:
-        raise CorpusError(f"{path}: column {name!r} ({dtype}) cannot be read as text: {one_line(exc)}") from exc
+    except _READ_ERRORS as exc:  # a date out of the range polars writes as text panics
+        raise CorpusError(f"{path}: column {name!r} ({dtype}) cannot be read as text: {_why_unreadable(exc)}") from exc
 
 
 def _read_csv(path: Path) -> pl.DataFrame:

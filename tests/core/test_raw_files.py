@@ -129,6 +129,9 @@ def test_a_null_in_a_jsonl_array_is_left_out_as_in_a_parquet_list_not_read_as_no
     ([[["a"]]], r"column 'extra' holds nested data \(List\(List"),
     ([b"\xff"], r"column 'extra' \(Binary\) cannot be read as text: invalid utf8"),
     ([dt.timedelta(days=1)], r"column 'extra' \(Duration.*\) cannot be read as text"),
+    # a date polars stores but cannot write as text: its panic escaped as a traceback naming no file
+    (pl.Series([2**31 - 1], dtype=pl.Int32).cast(pl.Date), r"column 'extra' \(Date\) cannot be read as text: "
+                                                           ".*: out-of-range date$"),
 ])
 def test_a_parquet_column_that_is_not_one_value_a_row_refuses_the_file_naming_it(tmp_path, values, reason):
     # the last three ended in a polars traceback naming no file
