@@ -58,8 +58,8 @@ def check_page_headers(path: Path) -> None:
 
 def _column_chunks(data: mmap.mmap) -> list[tuple[int, str, int, int]]:
     """(row group, column, first byte, end) of each column chunk the footer (FileMetaData) lists; it
-    starts at its dictionary page when it has one, as polars reads it. None when the footer cannot be
-    parsed."""
+    starts at its dictionary page when it has one, as polars reads it. None of them when the footer
+    cannot be parsed."""
     length = int.from_bytes(data[-8:-4], "little")
     if data[-4:] != b"PAR1" or length > len(data) - 12:
         return []
