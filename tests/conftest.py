@@ -92,6 +92,13 @@ def damaged_parquet() -> Callable[[Path], Path]:
     return write
 
 
+PANICKED_ON_IT = r"polars panicked on it \(a damaged file\?\): [^\n]+"
+"""The reason (a pattern) a file the `damaged_parquet` fixture writes is refused for."""
+WOULD_ABORT_ON_IT = (r"column 'fda_id', row group 0: the page header at byte \d+ gives num_values -101 \(a damaged "
+                     r"file, on which polars may abort the process\)")
+"""The reason (a pattern) a file the `aborting_parquet` fixture writes is refused for."""
+
+
 @pytest.fixture(scope="session")
 def _aborting_parquet_bytes(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     """A Parquet file polars writes, its first data page header counting -101 values instead of 100

@@ -19,6 +19,7 @@ from meddevkg_core.errors import CorpusError
 from meddevkg_core.ontology import load_meddevonto
 from meddevkg_core.pipeline import stage2_inputs
 from meddevkg_core.sources.pma_records import canonical_pma
+from tests.conftest import PANICKED_ON_IT, WOULD_ABORT_ON_IT
 
 DEVICES = pl.DataFrame({"fda_id": ["P130026", "P100001", "P200002"],
                         "text": ["Cardiac ablation catheter TACTICATH.", "Coronary stent system.",
@@ -205,13 +206,12 @@ def test_a_damaged_parquet_file_of_pma_records_is_refused_naming_it_in_one_line(
 
     # polars raised a PanicException, a BaseException no reader caught: a traceback naming no file
     path = damaged_parquet(tmp_path / "pma.parquet")
-    with pytest.raises(CorpusError, match=rf"^{re.escape(str(path))}: cannot be read as PMA records: polars panicked "
-                                          r"on it \(a damaged file\?\): [^\n]+$"):
+    with pytest.raises(CorpusError, match=rf"^{re.escape(str(path))}: cannot be read as PMA records: "
+                                          rf"{PANICKED_ON_IT}$"):
         load_pma_records(path)
     aborting_parquet(path)  # polars aborted the process: no error, no file named
-    with pytest.raises(CorpusError, match=rf"^{re.escape(str(path))}: cannot be read as PMA records: column 'fda_id', "
-                                          r"row group 0: the page header at byte \d+ gives num_values -101 \(a "
-                                          r"damaged file, on which polars may abort the process\)$"):
+    with pytest.raises(CorpusError, match=rf"^{re.escape(str(path))}: cannot be read as PMA records: "
+                                          rf"{WOULD_ABORT_ON_IT}$"):
         load_pma_records(path)
 
 

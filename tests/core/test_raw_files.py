@@ -12,6 +12,7 @@ import pytest
 from meddevkg_core.corpus import read_corpus
 from meddevkg_core.errors import CorpusError
 from meddevkg_core.raw_files import read_raw
+from tests.conftest import PANICKED_ON_IT, WOULD_ABORT_ON_IT
 
 
 def _write_jsonl(path, rows):
@@ -352,8 +353,7 @@ def test_date_typed_columns_are_read_as_their_dates(tmp_path):
 def test_a_damaged_parquet_file_polars_panics_on_is_refused_naming_it_in_one_line(tmp_path, damaged_parquet):
     # polars raised a PanicException, a BaseException no reader caught: a traceback naming no file
     path = damaged_parquet(tmp_path / "devices.parquet")
-    with pytest.raises(CorpusError, match=rf"^{re.escape(str(path))}: cannot be read: polars panicked on it \(a "
-                                          r"damaged file\?\): [^\n]+$"):
+    with pytest.raises(CorpusError, match=rf"^{re.escape(str(path))}: cannot be read: {PANICKED_ON_IT}$"):
         read_raw(path)
 
 
@@ -366,6 +366,5 @@ def test_a_parquet_file_polars_would_abort_on_is_refused_naming_it_in_one_line(t
     read = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
     assert read.returncode == 0, read.stderr[:300]
-    assert re.fullmatch(rf"CorpusError {re.escape(str(path))}: cannot be read: column 'fda_id', row group 0: the page "
-                        r"header at byte \d+ gives num_values -101 \(a damaged file, on which polars may abort the "
-                        r"process\)\n", read.stdout), read.stdout
+    assert re.fullmatch(rf"CorpusError {re.escape(str(path))}: cannot be read: {WOULD_ABORT_ON_IT}\n",
+                        read.stdout), read.stdout
