@@ -60,17 +60,23 @@ def _swap_in(new: Path, path: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def writable_directory(path: str | Path) -> Path:
-    """`path` as a directory this process can write into, made if missing. A command checks its `--out`
-    with it before its long work, so a file in the way or a directory it may not write to is named at
-    the start, not after an hour of ranking."""
+def check_writable_directory(path: str | Path) -> None:
+    """Refuse `path` unless outputs can be written there: a directory this process can write into, or
+    a missing one whose nearest existing ancestor is such a directory (no file on the way). A command
+    checks its `--out` with it before its long work, so a file in the way or a directory it may not
+    write to is named at the start, not after an hour of ranking. It makes nothing (the probe is a
+    temporary directory, removed): a command failing after the check leaves no empty `--out`, which
+    `replaced_files` makes when the outputs are written."""
     path = Path(path)
+    # lexists: a dangling symlink is in the way too, and a stat refused counts as missing (the probe says why)
+    nearest = next((p for p in (path, *path.parents) if os.path.lexists(p)), Path(path.anchor or "."))
+    if not nearest.is_dir():
+        raise InputError(f"{path}: cannot be written to ({nearest} is not a directory)")
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        tempfile.TemporaryDirectory(dir=path).cleanup()
+        tempfile.TemporaryDirectory(dir=nearest).cleanup()
     except OSError as exc:
-        raise InputError(f"{path}: cannot be written to ({exc.strerror or exc})") from exc
-    return path
+        where = "" if nearest == path else f"{nearest}: "
+        raise InputError(f"{path}: cannot be written to ({where}{exc.strerror or exc})") from exc
 
 
 @contextmanager
@@ -83,7 +89,9 @@ def replaced_files(directory: str | Path) -> Iterator[Path]:
     while writing leaves every previous output as it was, none new and no temporary file. A kill
     leaves the stage directory (cleared by the next run into `directory`), and a kill during the
     final renames (one per output, microseconds) could leave some outputs of each run."""
-    directory = writable_directory(directory)
+    check_writable_directory(directory)
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
     stage = directory / STAGE
     shutil.rmtree(stage, ignore_errors=True)
     stage.mkdir()

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from meddevkg_core.atomic_files import replaced_files, writable_directory
+from meddevkg_core.atomic_files import check_writable_directory, replaced_files
 from meddevkg_core.baselines import (
     Bm25Scorer,
     CompanyScorer,
@@ -217,7 +217,7 @@ def run_benchmark(corpus: Corpus, models: Models, config: PipelineConfig, out: s
     output the same. For measuring a variant
     over several seeds, where only the main run's figures are compared (run_comparison)."""
     out = Path(out)
-    writable_directory(out)  # an unusable --out fails now, not after the run
+    check_writable_directory(out)  # an unusable --out fails now, not after the run; made when written
     started = time.perf_counter()
     timer = Timer(progress)
     prepared = prepare(corpus, models, timer)

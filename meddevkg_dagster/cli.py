@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from meddevkg_core.atomic_files import replaced_file, writable_directory
+from meddevkg_core.atomic_files import check_writable_directory, replaced_file
 from meddevkg_core.embeddings import BACKENDS
 from meddevkg_core.errors import InputError
 from meddevkg_core.home import home_dir
@@ -311,7 +311,7 @@ def _run(args: argparse.Namespace) -> int:
     print(f"corpus {args.corpus}: {corpus.devices.height} devices, {corpus.patents.height} patents, "
           f"{corpus.gold_links.height} gold pairs, {corpus.rejected.height} rejected rows")
     _require_trainable_gold(corpus, args.corpus)
-    writable_directory(args.out)  # before the pipeline, not after it
+    check_writable_directory(args.out)  # before the pipeline, not after it
     models = _models(args, config)
     with _exit_on_untrainable_gold(args.corpus):
         result = run_pipeline(corpus, models, config)
@@ -337,7 +337,7 @@ def _benchmark(args: argparse.Namespace) -> int:
     # one read of the FDA records: the supplements, and with --fda-approval-dates the approvals too
     corpus = with_supplements(read_corpus(args.corpus), args.fda_pma, approval_dates=args.fda_approval_dates)
     _require_trainable_gold(corpus, args.corpus)
-    writable_directory(args.out)  # before the models are loaded
+    check_writable_directory(args.out)  # before the models are loaded
     models = _models(args, config)
     with _exit_on_untrainable_gold(args.corpus):
         result = run_benchmark(corpus, models, config, args.out, ablations=not args.no_ablations)
@@ -379,7 +379,7 @@ def _compare_runs(args: argparse.Namespace) -> int:
 def _pairs_cv(args: argparse.Namespace) -> int:
     from meddevkg_core.pair_cv import headline, main_pairs_cv
 
-    writable_directory(args.out)  # before the cross-validation, not after it
+    check_writable_directory(args.out)  # before the cross-validation, not after it
     report = main_pairs_cv(args.pairs, args.out, args.cross_encoder, args.device, args.hashing,
                            folds=args.folds, seed=args.seed, fda_pma=args.fda_pma,
                            cross_encoder_backend=args.cross_encoder_backend or "sentence-transformers",

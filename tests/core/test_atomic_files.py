@@ -6,7 +6,13 @@ import tempfile
 
 import pytest
 
-from meddevkg_core.atomic_files import STAGE, replaced_directory, replaced_file, replaced_files, writable_directory
+from meddevkg_core.atomic_files import (
+    STAGE,
+    check_writable_directory,
+    replaced_directory,
+    replaced_file,
+    replaced_files,
+)
 from meddevkg_core.errors import InputError
 
 
@@ -68,16 +74,32 @@ def test_a_stage_a_killed_run_left_is_cleared_by_the_next_run(tmp_path):
 def test_an_out_directory_that_cannot_be_written_is_named_before_the_work(tmp_path):
     taken = tmp_path / "afile"
     taken.write_text("not a directory")
-    for path in (taken, taken / "sub"):
-        with pytest.raises(InputError, match=f"^{path}: cannot be written to"):
-            writable_directory(path)
-    assert writable_directory(tmp_path / "new" / "out").is_dir()
+    for path in (taken, taken / "sub", taken / "sub" / "out"):  # the file in the way is named
+        with pytest.raises(InputError, match=f"^{path}: cannot be written to \\({taken} is not a directory\\)$"):
+            check_writable_directory(path)
 
 
-def test_an_existing_directory_this_process_cannot_write_into_is_named(tmp_path, monkeypatch):
-    # chmod does not stop root, so the probe's failure is simulated: mkdir of an existing directory passes
-    def refuse(*args, **kwargs):
+def test_the_check_of_a_missing_out_directory_makes_nothing(tmp_path):
+    # it made the directory and its parents, which a command failing after the check left behind empty
+    out = tmp_path / "new" / "out"
+    check_writable_directory(out)
+    assert not any(tmp_path.iterdir())
+    with replaced_files(out) as stage:  # the directory is made when the outputs are written
+        (stage / "report.json").write_text("{}")
+    assert [p.name for p in out.iterdir()] == ["report.json"]
+
+
+def test_a_directory_this_process_cannot_write_into_is_named(tmp_path, monkeypatch):
+    # chmod does not stop root, so the probe's failure is simulated
+    probed = []
+
+    def refuse(*args, dir, **kwargs):
+        probed.append(dir)
         raise PermissionError(13, "Permission denied")
     monkeypatch.setattr(tempfile, "TemporaryDirectory", refuse)
-    with pytest.raises(InputError, match=f"^{tmp_path}: cannot be written to \\(Permission denied\\)"):
-        writable_directory(tmp_path)
+    with pytest.raises(InputError, match=f"^{tmp_path}: cannot be written to \\(Permission denied\\)$"):
+        check_writable_directory(tmp_path)
+    out = tmp_path / "new" / "out"  # missing: the nearest directory there is the one it would be made in
+    with pytest.raises(InputError, match=f"^{out}: cannot be written to \\({tmp_path}: Permission denied\\)$"):
+        check_writable_directory(out)
+    assert probed == [tmp_path, tmp_path] and not any(tmp_path.iterdir())

@@ -622,4 +622,17 @@ def test_an_out_that_cannot_be_written_is_named_before_the_models_are_loaded(tmp
     for command in (["run", "--corpus", str(corpus)], ["benchmark", "--corpus", str(corpus)],
                     ["pairs-cv", "--pairs", str(tmp_path / "pairs.csv"), "--hashing"]):
         assert main([*command, "--out", str(taken)]) == 1, command
-        assert capsys.readouterr().err == f"{taken}: cannot be written to (File exists)\n", command
+        assert capsys.readouterr().err == f"{taken}: cannot be written to ({taken} is not a directory)\n", command
+
+
+def test_a_command_failing_after_the_check_of_its_out_leaves_no_out_behind(tmp_path, monkeypatch, capsys):
+    # the check made --out and its parents, so a command failing later left empty directories behind
+    corpus = _two_gold_devices(tmp_path / "corpus")
+    monkeypatch.setenv("MEDDEVKG_UMLS_MAX_SRL", "x")  # refused when the models are loaded, after the check
+    out = str(tmp_path / "new" / "out")
+    for command in (["run", "--corpus", str(corpus)], ["benchmark", "--corpus", str(corpus)]):
+        with pytest.raises(SystemExit, match="MEDDEVKG_UMLS_MAX_SRL='x'"):
+            main([*command, "--out", out])
+    assert main(["pairs-cv", "--pairs", str(tmp_path / "pairs.csv"), "--hashing", "--out", out]) == 1
+    assert f"{tmp_path}/pairs.csv" in capsys.readouterr().err
+    assert [p.name for p in tmp_path.iterdir()] == ["corpus"]
