@@ -1,12 +1,14 @@
 """Outputs for analysts: the knowledge graph and the evaluation of the link set."""
 
 import base64
+import shutil
+from collections.abc import Collection
 from pathlib import Path
 
 import dagster as dg
 import polars as pl
 
-from meddevkg_core.atomic_files import replaced_files
+from meddevkg_core.atomic_files import replaced_directory
 from meddevkg_core.baselines import CompanyScorer, CosineScorer, Scorer, run_scorer
 from meddevkg_core.curves import pairs_for_recall
 from meddevkg_core.embeddings import embedding_matrix
@@ -57,6 +59,43 @@ def graph_export(meddevkg: pl.DataFrame) -> dg.MaterializeResult:
         neo4j_import=dg.MetadataValue.md(f"`{export['command']}` (run in the export directory, or `sh import.sh`)")))
 
 
+PLOT_RUNS_KEPT = 10
+"""`link_evaluation` keeps the plot directories of this many latest runs under MEDDEVKG_HOME/plots
+(by mtime), and always the one the stored materialisation names; older ones are removed."""
+PLOT_NAMES = ("recall_volume.png", "rank_distribution.png")
+"""The plots of one run; before plots had a directory per run, these sat directly in plots/."""
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:  # removed meanwhile
+        return 0.0
+
+
+def prune_plot_runs(root: Path, spare: Collection[Path], keep: int = PLOT_RUNS_KEPT) -> None:
+    """Remove the directories in `root` beyond the `keep` newest, never one of `spare`, so plots/ stays
+    bounded (a failed run's directory, which no materialisation names, goes with the oldest). The
+    plots of the layout without run directories go unless `spare` names `root` itself: the stored
+    materialisation still shows those."""
+    spared = {p.resolve() for p in spare}
+    runs = sorted((p for p in root.iterdir() if p.is_dir() and not p.is_symlink()),
+                  key=lambda p: (_mtime(p), p.name), reverse=True)
+    for path in runs[keep:]:
+        if path.resolve() not in spared:
+            shutil.rmtree(path, ignore_errors=True)
+    if root.resolve() not in spared:
+        for name in PLOT_NAMES:
+            (root / name).unlink(missing_ok=True)
+
+
+def _stored_plots_dir(context: dg.AssetExecutionContext) -> Path | None:
+    """The plots directory the stored materialisation of this asset names (this run's is not stored yet)."""
+    event = context.instance.get_latest_materialization_event(context.asset_key)
+    value = event.asset_materialization.metadata.get("plots_dir") if event and event.asset_materialization else None
+    return Path(value.value) if isinstance(value, dg.PathMetadataValue) else None
+
+
 def _image(path: Path) -> dg.MetadataValue:
     encoded = base64.b64encode(path.read_bytes()).decode("ascii")
     return dg.MetadataValue.md(f"![{path.stem}](data:image/png;base64,{encoded})")
@@ -86,12 +125,15 @@ def link_evaluation(context: dg.AssetExecutionContext, corpus: CorpusResource, s
         runs = {**pipeline_runs(inputs, FoldModels.from_frame(reranker_model), cross_encoder_scores, config,
                                 gold_links, candidate_pool),
                 **{name: run_scorer(s, ids, pids, gold_links) for name, s in baselines.items()}}
-        plots = home_dir() / "plots"
-        with replaced_files(plots) as stage:  # both plots of this run, or both of the previous one
+        # A directory of this run's own, written whole: the table is stored after this body, so a failed
+        # store leaves the directory the stored materialisation names as it was (and this one unnamed).
+        plots = home_dir() / "plots" / context.run_id
+        with replaced_directory(plots) as stage:
             images = {"recall_volume_plot": _image(plot_recall_volume({k: r.curve for k, r in runs.items()},
-                                                                      stage / "recall_volume.png")),
+                                                                      stage / PLOT_NAMES[0])),
                       "rank_distribution_plot": _image(plot_rank_distribution(
-                          {k: r.gold_ranks for k, r in runs.items()}, stage / "rank_distribution.png"))}
+                          {k: r.gold_ranks for k, r in runs.items()}, stage / PLOT_NAMES[1]))}
+        prune_plot_runs(plots.parent, {plots, *filter(None, [_stored_plots_dir(context)])})
         ranking = {**runs["pipeline"].metrics, **pairs_for_recall(runs["pipeline"].curve)}
         row.update({k.replace("@", "_at_"): v for k, v in ranking.items()})
         meta.update({f"pipeline_{k}": round(v, 4) for k, v in ranking.items() if isinstance(v, float)})

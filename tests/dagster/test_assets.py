@@ -1,8 +1,10 @@
 """The whole asset graph on the demo corpus: materialised, idempotent, backfillable per device."""
 
+import base64
 import json
 import re
 import shutil
+from pathlib import Path
 
 import dagster as dg
 import duckdb
@@ -82,24 +84,80 @@ def _inputs_loaded(result, step: str) -> set[str]:
             if e.event_type == dg.DagsterEventType.LOADED_INPUT and e.step_key == step}
 
 
-def test_an_evaluation_that_fails_midway_leaves_both_previous_plots(harness, tmp_path, monkeypatch):
+def _plots_of(metadata) -> dict[str, bytes]:
+    """The files in the directory a link_evaluation materialisation names (`plots_dir`)."""
+    return {p.name: p.read_bytes() for p in sorted(Path(metadata["plots_dir"].value).iterdir())}
+
+
+def _stored_evaluation(harness) -> dict:
+    event = harness.instance.get_latest_materialization_event(dg.AssetKey("link_evaluation"))
+    return event.asset_materialization.metadata
+
+
+def test_a_failed_evaluation_leaves_the_plots_its_stored_materialisation_names(harness, tmp_path, monkeypatch):
+    """The plots are drawn before the IO manager stores the table: a run failing while drawing them,
+    or when its table is stored, leaves the files the stored materialisation names as they were."""
     from meddevkg_dagster.assets import outputs
 
     monkeypatch.setenv("MEDDEVKG_HOME", str(tmp_path / "home"))
     plots = tmp_path / "home" / "plots"
     plots.mkdir(parents=True)
-    for name in ("recall_volume.png", "rank_distribution.png"):
-        (plots / name).write_text(f"previous {name}")
+    for name in ("recall_volume.png", "rank_distribution.png"):  # drawn before plots had a directory per run
+        (plots / name).write_text(f"old layout {name}")
+    keys = _all_devices(harness)
+    first = harness.materialize(partition_range=(keys[0], keys[-1]))
+    assert first.success
+    stored = _materialized(first)["link_evaluation"]
+    files = _plots_of(stored)
+    assert list(files) == ["rank_distribution.png", "recall_volume.png"]
+    for name, png in files.items():  # the files are the images the materialisation shows
+        assert stored[f"{name.removesuffix('.png')}_plot"].value.endswith(f"({_data_uri(png)})")
+    assert [p.name for p in plots.iterdir()] == [first.run_id]  # no store names the old layout's files
+    evaluation = dg.AssetSelection.assets("link_evaluation")
+
+    def drawn(text):
+        def draw(data, path):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            return path
+        return draw
+
+    monkeypatch.setattr(outputs, "plot_recall_volume", drawn("a later run's plot"))
+    monkeypatch.setattr(outputs, "plot_rank_distribution", drawn("a later run's plot"))
+    _storing_fails_for("link_evaluation", monkeypatch)
+    assert not harness.materialize(evaluation).success
+    assert _plots_of(stored) == files and _stored_evaluation(harness)["plots_dir"] == stored["plots_dir"]
 
     def fails(*args, **kwargs):
         raise RuntimeError("the second plot could not be drawn")
 
     monkeypatch.setattr(outputs, "plot_rank_distribution", fails)
-    keys = _all_devices(harness)
-    result = harness.materialize(partition_range=(keys[0], keys[-1]))
-    assert not result.success
-    assert {p.name: p.read_bytes() for p in plots.iterdir()} == {
-        "recall_volume.png": b"previous recall_volume.png", "rank_distribution.png": b"previous rank_distribution.png"}
+    before = sorted(p.name for p in plots.iterdir())
+    assert not harness.materialize(evaluation).success
+    assert _plots_of(stored) == files and sorted(p.name for p in plots.iterdir()) == before  # nothing half-drawn
+
+
+def test_plot_directories_are_bounded_sparing_the_stored_one_and_the_old_layout_it_names(tmp_path):
+    import os
+
+    from meddevkg_dagster.assets.outputs import PLOT_NAMES, prune_plot_runs
+
+    root = tmp_path / "plots"
+    runs = [root / f"run{i}" for i in range(6)]  # run5 the newest, the one writing
+    for i, run in enumerate(runs):
+        run.mkdir(parents=True)
+        (run / PLOT_NAMES[0]).write_text(run.name)
+        os.utime(run, (1000 + i, 1000 + i))
+    for name in PLOT_NAMES:
+        (root / name).write_text("old layout")
+    prune_plot_runs(root, {runs[5], root}, keep=3)  # the store names the old layout: it stays
+    assert sorted(p.name for p in root.iterdir()) == sorted([*PLOT_NAMES, "run3", "run4", "run5"])
+    prune_plot_runs(root, {runs[5], runs[3]}, keep=1)  # the store names run3, older than the one kept
+    assert sorted(p.name for p in root.iterdir()) == ["run3", "run5"]
+
+
+def _data_uri(png: bytes) -> str:
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
 def _storing_fails_for(asset: str, monkeypatch) -> None:
