@@ -48,13 +48,17 @@ class Encoder(Protocol):
     def encode(self, texts: Sequence[str]) -> np.ndarray: ...
 
 
+DEVICES = ("auto", "cpu", "cuda")
+"""Where a model runs: "auto" is the GPU where there is one."""
+
+
 def resolve_device(device: str) -> str:
     """Map "auto" to the best available device so configs can stay machine-independent."""
     if device == "auto":
         import torch
 
         return "cuda" if torch.cuda.is_available() else "cpu"
-    if device in ("cpu", "cuda"):
+    if device in DEVICES:
         return device
     raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
 

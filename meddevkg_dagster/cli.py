@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from meddevkg_core.atomic_files import check_writable_directory, replaced_file
-from meddevkg_core.embeddings import BACKENDS
+from meddevkg_core.embeddings import BACKENDS, DEVICES
 from meddevkg_core.errors import InputError
 from meddevkg_core.home import home_dir
 
@@ -306,6 +306,7 @@ def _run(args: argparse.Namespace) -> int:
     from meddevkg_core.dossier import with_supplements
     from meddevkg_core.pipeline import run_pipeline, write_result
 
+    _checked_model_choices(args)
     config = pipeline_config(args)  # a bad --config is refused before the corpus is read
     corpus = with_supplements(read_corpus(args.corpus), args.fda_pma)
     print(f"corpus {args.corpus}: {corpus.devices.height} devices, {corpus.patents.height} patents, "
@@ -333,6 +334,7 @@ def _benchmark(args: argparse.Namespace) -> int:
 
     if args.fda_approval_dates and not args.fda_pma:  # a usage error, before any file is read
         raise SystemExit("--fda-approval-dates reads the approvals from --fda-pma: give both")
+    _checked_model_choices(args)
     config = pipeline_config(args)  # a bad --config is refused before the corpus and FDA records are read
     # one read of the FDA records: the supplements, and with --fda-approval-dates the approvals too
     corpus = with_supplements(read_corpus(args.corpus), args.fda_pma, approval_dates=args.fda_approval_dates)
@@ -379,6 +381,7 @@ def _compare_runs(args: argparse.Namespace) -> int:
 def _pairs_cv(args: argparse.Namespace) -> int:
     from meddevkg_core.pair_cv import headline, main_pairs_cv
 
+    _checked_model_choices(args)
     check_writable_directory(args.out)  # before the cross-validation, not after it
     report = main_pairs_cv(args.pairs, args.out, args.cross_encoder, args.device, args.hashing,
                            folds=args.folds, seed=args.seed, fda_pma=args.fda_pma,
@@ -480,15 +483,32 @@ def _select_devices(args: argparse.Namespace) -> int:
     return 0
 
 
+CROSS_ENCODER_BACKENDS = ("sentence-transformers", "flagembedding")
+"""cross_encoder.BACKENDS, named here so that every command does not import the models' modules to start."""
+MODEL_CHOICES = {"cross_encoder_backend": ("MEDDEVKG_CROSS_ENCODER_BACKEND", CROSS_ENCODER_BACKENDS),
+                 "device": ("MEDDEVKG_DEVICE", DEVICES), "embedding_backend": ("MEDDEVKG_EMBEDDING_BACKEND", BACKENDS)}
+"""The model options that take one of a few words, by argument name: the variable of their default, the words."""
+
+
+def _checked_model_choices(args: argparse.Namespace) -> None:
+    """argparse holds a command-line value to its option's choices but not a default, which these options take
+    from a variable: a value outside them there failed in a traceback once the corpus was read."""
+    for name, (variable, choices) in MODEL_CHOICES.items():
+        if (value := getattr(args, name)) is not None and value not in choices:
+            raise SystemExit(f"{variable}={value!r}: expected one of {', '.join(choices)} "
+                             f"(the default of --{name.replace('_', '-')})")
+
+
 def _add_model_options(p: argparse.ArgumentParser, *, cache: bool = True) -> None:
     p.add_argument("--cross-encoder", default=os.environ.get("MEDDEVKG_CROSS_ENCODER") or None,
                    help="cross-encoder name or local path (default $MEDDEVKG_CROSS_ENCODER, else none: the "
                         "feature is then missing)")
-    p.add_argument("--cross-encoder-backend", choices=("sentence-transformers", "flagembedding"),
+    p.add_argument("--cross-encoder-backend", choices=CROSS_ENCODER_BACKENDS,
                    default=os.environ.get("MEDDEVKG_CROSS_ENCODER_BACKEND") or None,
                    help="how the cross-encoder is loaded (default $MEDDEVKG_CROSS_ENCODER_BACKEND, else "
                         "sentence-transformers); flagembedding for BGE rerankers")
-    p.add_argument("--device", default=os.environ.get("MEDDEVKG_DEVICE", "auto"), help="auto, cpu or cuda")
+    p.add_argument("--device", choices=DEVICES, default=os.environ.get("MEDDEVKG_DEVICE") or "auto",
+                   help="where the models run (default $MEDDEVKG_DEVICE, else auto: the GPU where there is one)")
     p.add_argument("--embedding-model", default=os.environ.get("MEDDEVKG_EMBEDDING_MODEL") or None,
                    help="packaged model name(s) or local path(s), comma-separated for an ensemble "
                         "(default $MEDDEVKG_EMBEDDING_MODEL, else all-MiniLM-L6-v2; the benchmark's best: "

@@ -636,3 +636,43 @@ def test_a_command_failing_after_the_check_of_its_out_leaves_no_out_behind(tmp_p
     assert main(["pairs-cv", "--pairs", str(tmp_path / "pairs.csv"), "--hashing", "--out", out]) == 1
     assert f"{tmp_path}/pairs.csv" in capsys.readouterr().err
     assert [p.name for p in tmp_path.iterdir()] == ["corpus"]
+
+
+def test_a_model_setting_outside_its_options_choices_is_refused_naming_it_before_any_work(tmp_path, monkeypatch):
+    # argparse holds only a command-line value to an option's choices, not its default from the variable:
+    # MEDDEVKG_DEVICE=gpu ended `run` in a traceback once the corpus was read; --device took any word
+    import meddevkg_core.corpus
+    import meddevkg_core.pair_cv
+    from meddevkg_core import cross_encoder
+    from meddevkg_dagster.cli import CROSS_ENCODER_BACKENDS
+
+    class Read(Exception):
+        """The command went on to read its input: the settings passed."""
+
+    def read(*args):
+        raise Read(args)
+
+    monkeypatch.setattr(meddevkg_core.corpus, "read_corpus", read)
+    monkeypatch.setattr(meddevkg_core.pair_cv, "load_pairs", read)
+    out = str(tmp_path / "out")
+    commands = (["run", "--corpus", str(tmp_path), "--out", out],
+                ["benchmark", "--corpus", str(tmp_path), "--out", out],
+                ["pairs-cv", "--pairs", str(tmp_path / "pairs.csv"), "--out", out])
+    settings = {"MEDDEVKG_DEVICE": ("gpu", "auto, cpu, cuda"),
+                "MEDDEVKG_EMBEDDING_BACKEND": ("onnx", "torch-fp32, torch-int8, onnx-fp32, onnx-int8"),
+                "MEDDEVKG_CROSS_ENCODER_BACKEND": ("bge", "sentence-transformers, flagembedding")}
+    for variable, (value, choices) in settings.items():
+        monkeypatch.setenv(variable, value)
+        for command in commands:
+            with pytest.raises(SystemExit, match=re.escape(f"{variable}='{value}': expected one of {choices}")):
+                main(command)
+        monkeypatch.delenv(variable)
+    for command in commands:
+        with pytest.raises(SystemExit) as usage:
+            main([*command, "--device", "gpu"])
+        assert usage.value.code == 2, command  # argparse's "invalid choice", as for the backends
+    assert CROSS_ENCODER_BACKENDS == cross_encoder.BACKENDS  # the CLI's copy, kept for its start-up time
+    monkeypatch.setenv("MEDDEVKG_DEVICE", "")  # empty is unset, as for the other settings
+    for command in commands:
+        with pytest.raises(Read):
+            main(command)
