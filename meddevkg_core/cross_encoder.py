@@ -19,12 +19,13 @@ import polars as pl
 from meddevkg_core import schemas
 from meddevkg_core.config import CrossEncoderConfig
 from meddevkg_core.embeddings import force_offline, resolve_device
+from meddevkg_core.errors import ModelNotFoundError
 
 BACKENDS = ("sentence-transformers", "flagembedding")
 MAX_TOKENS = 512
 
 
-class ModelUnavailableOfflineError(FileNotFoundError):
+class ModelUnavailableOfflineError(ModelNotFoundError):
     """The configured model is neither a local directory nor in the local Hugging Face cache."""
 
 
@@ -87,7 +88,7 @@ def resolve_local_model(name_or_path: str, cache_dir: str | Path | None = None) 
             f"cross-encoder model {name_or_path!r} is not available offline: it is not a local "
             "directory and not in the local Hugging Face cache, and downloads are disabled. "
             "Copy the model to this machine (e.g. `hf download <repo> --local-dir DIR` where "
-            "there is network access) and set CrossEncoderConfig.model to that directory."
+            "there is network access) and name that directory as the cross-encoder."
         ) from exc
 
 

