@@ -694,3 +694,13 @@ def test_a_model_an_option_names_that_is_not_here_ends_the_command_naming_the_op
     for argv, message in cases.items():
         with pytest.raises(SystemExit, match=re.escape(message)):
             main([*argv, "--out", out])
+
+
+@pytest.mark.parametrize("command", ["recall-rootcause", "ma-discovery", "trajectory"])
+def test_the_help_of_corpus_names_the_reports_it_is_read_from(command, capsys):
+    # it named report.json alone, and a `run` directory (summary.json) was read as well, the newer of the two
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert ("--corpus CORPUS with --links: the corpus directory (default: the one named by the newer of its "
+            "report.json and summary.json, else $MEDDEVKG_CORPUS)") in help_text
