@@ -22,7 +22,7 @@ import numpy as np
 import polars as pl
 
 from meddevkg_core import schemas
-from meddevkg_core.errors import ModelNotFoundError
+from meddevkg_core.errors import InputError, ModelNotFoundError
 from meddevkg_core.progress import Progress, no_progress
 
 if TYPE_CHECKING:
@@ -54,14 +54,20 @@ DEVICES = ("auto", "cpu", "cuda")
 
 
 def resolve_device(device: str) -> str:
-    """Map "auto" to the best available device so configs can stay machine-independent."""
-    if device == "auto":
-        import torch
-
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device in DEVICES:
+    """Map "auto" to the best available device so configs can stay machine-independent; "cuda" where torch
+    finds no GPU is an InputError naming the setting, not torch's traceback once a model is moved there."""
+    if device not in DEVICES:
+        raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
+    if device == "cpu":
         return device
-    raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    if device == "cuda":
+        raise InputError(f"device 'cuda' (MEDDEVKG_DEVICE, --device): torch {torch.__version__} finds no CUDA GPU "
+                         "here; use cpu or auto")
+    return "cpu"
 
 
 def force_offline() -> None:

@@ -62,12 +62,27 @@ def test_hashing_encoder_is_deterministic_unit_and_lexical() -> None:
     assert enc.model_id != HashingEncoder(dimension=64).model_id
 
 
-def test_resolve_device() -> None:
+def test_resolve_device(monkeypatch) -> None:
+    import torch
+
     assert resolve_device("cpu") == "cpu"
-    assert resolve_device("cuda") == "cuda"
     assert resolve_device("auto") in {"cpu", "cuda"}
     with pytest.raises(ValueError, match="device"):
         resolve_device("mps")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert resolve_device("cuda") == "cuda" and resolve_device("auto") == "cuda"
+
+
+def test_cuda_where_torch_finds_no_gpu_is_an_input_error_naming_the_setting(monkeypatch) -> None:
+    # it was torch's AssertionError ("Torch not compiled with CUDA enabled") once a model was moved there
+    import torch
+
+    from meddevkg_core.errors import InputError
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(InputError, match=r"^device 'cuda' \(MEDDEVKG_DEVICE, --device\): torch .* finds no CUDA GPU"):
+        resolve_device("cuda")
+    assert resolve_device("auto") == "cpu"
 
 
 def test_content_hash_depends_on_model_and_text() -> None:
