@@ -230,9 +230,14 @@ class RerankConfig(BaseModel, frozen=True, extra="forbid"):
     company_contest: CompanyContestConfig = CompanyContestConfig()
 
 
+CrossEncoderBackend = Literal["sentence-transformers", "flagembedding"]
+"""How a cross-encoder is loaded (cross_encoder.BACKENDS): a configuration naming another is refused as it is read."""
+
+
 class CrossEncoderConfig(BaseModel, frozen=True, extra="forbid"):
     model: str | None = Field(default=None, description="Model name or local path; None = no cross-encoder.")
-    backend: str = Field(default="sentence-transformers", description="sentence-transformers or flagembedding")
+    backend: CrossEncoderBackend = Field(default="sentence-transformers",
+                                         description="sentence-transformers or flagembedding")
     max_chars: int = 1024
     batch_size: int = 32
 

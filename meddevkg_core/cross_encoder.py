@@ -11,17 +11,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, get_args, runtime_checkable
 
 import numpy as np
 import polars as pl
 
 from meddevkg_core import schemas
-from meddevkg_core.config import CrossEncoderConfig
+from meddevkg_core.config import CrossEncoderBackend, CrossEncoderConfig
 from meddevkg_core.embeddings import force_offline, resolve_device
 from meddevkg_core.errors import ModelNotFoundError
 
-BACKENDS = ("sentence-transformers", "flagembedding")
+BACKENDS: tuple[str, ...] = get_args(CrossEncoderBackend)
 MAX_TOKENS = 512
 
 

@@ -704,3 +704,14 @@ def test_the_help_of_corpus_names_the_reports_it_is_read_from(command, capsys):
     help_text = " ".join(capsys.readouterr().out.split())
     assert ("--corpus CORPUS with --links: the corpus directory (default: the one named by the newer of its "
             "report.json and summary.json, else $MEDDEVKG_CORPUS)") in help_text
+
+
+def test_a_config_naming_an_unknown_cross_encoder_backend_is_refused_before_the_corpus_is_read(tmp_path, monkeypatch):
+    # the configuration took any word there and the command ended in a traceback once the models were loaded
+    import meddevkg_core.corpus
+
+    monkeypatch.setattr(meddevkg_core.corpus, "read_corpus", lambda *a: pytest.fail("read before the config"))
+    config = tmp_path / "config.json"
+    config.write_text('{"cross_encoder": {"model": "/models/bge", "backend": "bge"}}')
+    with pytest.raises(SystemExit, match=f"(?s){config} is not a valid pipeline configuration.*cross_encoder.backend"):
+        main(["run", "--corpus", str(tmp_path), "--out", str(tmp_path / "out"), "--config", str(config)])
