@@ -9,20 +9,22 @@ from __future__ import annotations
 import os
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import polars as pl
 from dagster_duckdb import DuckDBResource
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 
 from meddevkg_core.alerts import UI_URL_ENV, WEBHOOK_ENV, RunFailureAlert, post_alert
 from meddevkg_core.companies import CompanyResolver
 from meddevkg_core.config import CrossEncoderConfig, PipelineConfig, parse_pipeline_config
 from meddevkg_core.corpus import Corpus, TableRead, read_corpus
+from meddevkg_core.cross_encoder import BACKENDS as CROSS_ENCODER_BACKENDS
 from meddevkg_core.cross_encoder import PairScorer, load_cross_encoder
 from meddevkg_core.demo import demo_corpus_dir
 from meddevkg_core.dossier import load_supplements
-from meddevkg_core.embeddings import EmbeddingCache, Encoder, load_embedding_model
+from meddevkg_core.embeddings import BACKENDS, DEVICES, EmbeddingCache, Encoder, load_embedding_model
 from meddevkg_core.home import home_dir
 from meddevkg_core.packaged_models import default_models_dir
 from meddevkg_core.sources.patentsview import parse_iso_date
@@ -122,6 +124,21 @@ def _stamp(root: Path) -> tuple:
     return tuple(sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in root.iterdir() if f.is_file()))
 
 
+def _one_of(resource: str, field: str, variable: str, choices: tuple[str, ...]) -> Any:
+    """A validator holding `field` to `choices`, refusing another value in one line naming `variable`, the setting
+    build_resources gives it: a bad word failed only as the step loaded its model, naming nothing (or in torch's
+    traceback). An EnvVar passes as the definitions are built and its value is checked when a run initialises the
+    resource (Dagster resolves it then); a Literal or Enum field would refuse the EnvVar itself."""
+
+    def check(cls: type, value: object) -> object:
+        if isinstance(value, dg.EnvVar) or value in choices:
+            return value
+        raise ValueError(f"{variable}={value!r} (the {resource} resource's {field}): expected one of "
+                         f"{', '.join(choices)}")
+
+    return field_validator(field, mode="before")(check)
+
+
 class EmbeddingModelResource(dg.ConfigurableResource):
     """The sentence encoder; `device` auto/cpu/cuda puts it on a GPU where one exists.
 
@@ -133,6 +150,9 @@ class EmbeddingModelResource(dg.ConfigurableResource):
     batch_size: int = 32
     cache_dir: str | None = None
     backend: str = "torch-fp32"
+
+    _device_is_known = _one_of("embedding_model", "device", "MEDDEVKG_DEVICE", DEVICES)
+    _backend_is_known = _one_of("embedding_model", "backend", "MEDDEVKG_EMBEDDING_BACKEND", BACKENDS)
 
     def encoder(self) -> Encoder:
         return _encoder(self.model_path, self.device, self.batch_size, self.backend)
@@ -155,6 +175,9 @@ class CrossEncoderResource(dg.ConfigurableResource):
     device: str = "auto"
     max_chars: int = 1024
     batch_size: int = 32
+
+    _device_is_known = _one_of("cross_encoder", "device", "MEDDEVKG_DEVICE", DEVICES)
+    _backend_is_known = _one_of("cross_encoder", "backend", "MEDDEVKG_CROSS_ENCODER_BACKEND", CROSS_ENCODER_BACKENDS)
 
     def config(self) -> CrossEncoderConfig:
         return CrossEncoderConfig(model=self.model or None, backend=self.backend, max_chars=self.max_chars,
