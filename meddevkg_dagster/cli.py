@@ -864,8 +864,12 @@ def main(argv: list[str] | None = None) -> int:
                          help="device-grouped cross-validation of pair classifiers on a labelled pair file")
     pcv.add_argument("--pairs", required=True, help="file with fda_id, pat_id, device_text, patent_text, label")
     pcv.add_argument("--out", required=True, help="output directory")
-    pcv.add_argument("--folds", type=int, default=5)
-    pcv.add_argument("--seed", type=int, default=42)
+    pcv.add_argument("--folds", type=int, default=5,
+                     help="cross-validation folds, each holding out whole device groups (devices sharing a device "
+                          "text, a patent or a patent text) (default %(default)s)")
+    pcv.add_argument("--seed", type=int, default=42,
+                     help="seed of the fold split and of XGBoost; the repeated splits of the report take the seeds "
+                          "after it (default %(default)s)")
     pcv.add_argument("--hashing", action="store_true",
                      help="model-free hashing encoder (fast dry run): --embedding-model hashing, whatever "
                           "$MEDDEVKG_EMBEDDING_MODEL says")
@@ -876,10 +880,12 @@ def main(argv: list[str] | None = None) -> int:
     bex.add_argument("--corpus", required=True, help="corpus directory (devices, patents, gold_links)")
     bex.add_argument("--llm-entities", help="LLM entities per gold pair (default: gold_pair_llm_entities.parquet "
                      "in the corpus directory, if present)")
-    bex.add_argument("--runs", type=int, default=3, help="timed runs per n_process value (median reported)")
+    bex.add_argument("--runs", type=int, default=3,
+                     help="timed runs per n_process value (median reported; default %(default)s)")
     bex.add_argument("--n-process", type=int, nargs="+", default=[1, 2], help="spaCy process counts to time")
     bex.add_argument("--random-pairs", type=int, default=20, help="random non-gold pairs per gold device")
-    bex.add_argument("--seed", type=int, default=42)
+    bex.add_argument("--seed", type=int, default=42,
+                     help="seed of the random non-gold pairs drawn per gold device (default %(default)s)")
     bex.set_defaults(func=_bench_extract)
     crep = sub.add_parser("company-report", help="company resolution: FDA sponsor agreement, cross-company gold, "
                           "extra same-company pairs")
@@ -889,22 +895,29 @@ def main(argv: list[str] | None = None) -> int:
     crep.add_argument("--out", help="also write the full report (with its lists) as a JSON file")
     crep.set_defaults(func=_company_report)
     bsc = sub.add_parser("bench-scale", help="Stage 2 + 3 over a synthetic corpus of the paper's size (no encoder)")
-    bsc.add_argument("--patents", type=int, default=698_191)
-    bsc.add_argument("--devices", type=int, default=434)
-    bsc.add_argument("--runs", type=int, default=1, help="timed runs (medians reported)")
-    bsc.add_argument("--seed", type=int, default=0)
+    bsc.add_argument("--patents", type=int, default=698_191,
+                     help="patents in the synthetic corpus (default %(default)s: the paper's count)")
+    bsc.add_argument("--devices", type=int, default=434,
+                     help="devices in the synthetic corpus (default %(default)s: the paper's count)")
+    bsc.add_argument("--runs", type=int, default=1, help="timed runs of each stage (medians reported; default "
+                     "%(default)s)")
+    bsc.add_argument("--seed", type=int, default=0,
+                     help="seed of the synthetic corpus and its gold links (default %(default)s)")
     bsc.set_defaults(func=_bench_scale)
     bem = sub.add_parser("bench-embed", help="texts/s of the CPU embedding paths (torch fp32 and int8, ONNX fp32 "
                          "and int8), and their agreement with fp32")
     bem.add_argument("--corpus", required=True, help="corpus directory whose patent texts to encode")
-    bem.add_argument("--texts", type=int, default=500)
-    bem.add_argument("--runs", type=int, default=3)
+    bem.add_argument("--texts", type=int, default=500,
+                     help="patent texts encoded, a sample of the corpus's when it has more (default %(default)s)")
+    bem.add_argument("--runs", type=int, default=3,
+                     help="timed passes of every path, interleaved (median reported; default %(default)s)")
     bem.add_argument("--batch-size", type=int, default=32, help="texts per forward pass, the same for every path")
     bem.set_defaults(func=_bench_embed)
     bbf = sub.add_parser("bench-backfill", help="a backfill of every device partition through Dagster vs the same "
                          "work through the core (ratio of medians)")
     bbf.add_argument("--corpus", required=True, help="corpus directory")
-    bbf.add_argument("--runs", type=int, default=3)
+    bbf.add_argument("--runs", type=int, default=3,
+                     help="timed runs of the Dagster backfill and of the core (median of each; default %(default)s)")
     bbf.add_argument("--home", help="MEDDEVKG_HOME for the run, kept afterwards "
                      "(default: a temporary directory, removed at the end)")
     bbf.add_argument("--patent-copies", type=int, default=1, help="link the devices against this many copies of "

@@ -715,3 +715,18 @@ def test_a_config_naming_an_unknown_cross_encoder_backend_is_refused_before_the_
     config.write_text('{"cross_encoder": {"model": "/models/bge", "backend": "bge"}}')
     with pytest.raises(SystemExit, match=f"(?s){config} is not a valid pipeline configuration.*cross_encoder.backend"):
         main(["run", "--corpus", str(tmp_path), "--out", str(tmp_path / "out"), "--config", str(config)])
+
+
+@pytest.mark.parametrize(("command", "option", "default"), [
+    ("pairs-cv", "--folds", "5"), ("pairs-cv", "--seed", "42"), ("bench-extract", "--runs", "3"),
+    ("bench-extract", "--seed", "42"), ("bench-scale", "--patents", "698191"), ("bench-scale", "--devices", "434"),
+    ("bench-scale", "--runs", "1"), ("bench-scale", "--seed", "0"), ("bench-embed", "--texts", "500"),
+    ("bench-embed", "--runs", "3"), ("bench-backfill", "--runs", "3")])
+def test_the_counts_and_seeds_of_the_benchmarks_say_what_they_are_and_their_default(command, option, default, capsys):
+    # --folds, --seed, --texts, --patents and some --runs were listed with no help at all
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    after = help_text.split(f"{option} {option[2:].upper()} ", 1)[1]
+    described = re.split(r" --?[a-z][a-z-]* [A-Z_]{2,} ", after, maxsplit=1)[0]
+    assert re.match(rf"\w.* \(.*default {default}\b[^)]*\)", described), described
