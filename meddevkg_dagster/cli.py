@@ -9,12 +9,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,6 +28,8 @@ from meddevkg_core.errors import InputError
 from meddevkg_core.home import home_dir
 
 if TYPE_CHECKING:
+    from dagster import DagsterEvent
+
     from meddevkg_core.app_store import AppTables
     from meddevkg_core.config import CrossEncoderConfig, PipelineConfig
     from meddevkg_core.corpus import Corpus
@@ -41,6 +44,25 @@ def _prepare_instance_home() -> Path:
         shutil.copy(project_yaml, dagster_home / "dagster.yaml")
     os.environ["DAGSTER_HOME"] = str(dagster_home)
     return dagster_home
+
+
+def run_failure(events: Sequence[DagsterEvent]) -> str:
+    """Where and why a run failed, in one line: the first failed step (or its resources) and the error's own
+    message, without the exception's class or pydantic's frame, as the command's last line (the run's
+    exception escaping the command ended it in a traceback)."""
+    import dagster as dg
+
+    kinds = (dg.DagsterEventType.STEP_FAILURE, dg.DagsterEventType.RESOURCE_INIT_FAILURE)
+    failed = next((e for e in events if e.event_type in kinds), None)
+    error = getattr(failed.event_specific_data, "error", None) if failed else None
+    if failed is None or error is None:
+        return "a point the run's events do not name"
+    text = error.message.strip()
+    if "Value error, " in text:  # a pydantic validation error: the validator's own message
+        reason = text.split("Value error, ", 1)[1].split(" [type=", 1)[0]
+    else:
+        reason = re.sub(r"^[\w.]+: ", "", text.splitlines()[0])
+    return f"{'step ' + failed.step_key if failed.step_key else 'its resources'}: {reason}"
 
 
 def ensure_store_schema(db: Path) -> None:
@@ -104,9 +126,10 @@ def materialize_corpus(corpus_dir: Path | None = None) -> dict[str, str]:
     for job, part in (("patents_job", years), ("meddevkg_job", keys)):
         result = defs.resolve_job_def(job).execute_in_process(
             instance=instance, run_config={"loggers": {"console": {"config": {"log_level": "INFO"}}}},
-            tags=range_tags(part[0], part[-1]))
+            tags=range_tags(part[0], part[-1]), raise_on_error=False)
         if not result.success:
-            raise SystemExit(f"the {job} run failed; see the log above")
+            raise SystemExit(f"the {job} run failed at {run_failure(result.all_events)} "
+                             "(the log above has the details)")
         run_ids.append(result.run_id)
     return {"run_id": run_ids[-1], "patents_run_id": run_ids[0]}
 

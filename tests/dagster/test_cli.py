@@ -89,6 +89,22 @@ def test_demo_refuses_such_a_corpus_before_any_run(tmp_path):
     assert not (tmp_path / "home" / "warehouse.duckdb").exists()
 
 
+@pytest.mark.parametrize(("setting", "reason"), [
+    ("MEDDEVKG_DEVICE", "its resources: MEDDEVKG_DEVICE='x' (the embedding_model resource's device): expected one "
+                        "of auto, cpu, cuda"),
+    ("MEDDEVKG_UMLS_MAX_SRL", "step meddevonto: MEDDEVKG_UMLS_MAX_SRL='x': expected a whole number")])
+def test_a_demo_run_that_fails_ends_in_one_line_naming_the_job_where_and_why(tmp_path, setting, reason):
+    # the run's own exception (a resource's or a step's) escaped the command as a traceback ending it
+    env = {**os.environ, setting: "x", "MEDDEVKG_HOME": str(tmp_path / "home")}
+    env.pop("DAGSTER_HOME", None)
+    env.pop("MEDDEVKG_CORPUS", None)
+    done = subprocess.run([sys.executable, "-m", "meddevkg_dagster.cli", "demo"], env=env, capture_output=True,
+                          text=True)
+    last = done.stderr.strip().splitlines()[-1]
+    assert done.returncode == 1 and last.startswith("the patents_job run failed at ") and reason in last, \
+        done.stderr[-3000:]
+
+
 def _benchmark_without_running(tmp_path, monkeypatch, devices: str, gold: str):
     """A corpus in tmp_path and `meddevkg benchmark` with models and run stubbed: returns the
     command's first arguments and the list of (corpus, ablations) the run was called with."""
