@@ -215,7 +215,8 @@ class SpacyEntityExtractor:
 
 
 class LLMUnavailableError(RuntimeError):
-    """Too many documents in a row failed at the HTTP level: the endpoint is down or misconfigured."""
+    """Too many documents in a row, or every document of a call, failed at the HTTP level: the endpoint
+    is down or misconfigured, and an empty result would read as documents without entities."""
 
 
 @dataclass
@@ -234,7 +235,8 @@ class LLMEntityExtractor:
 
     One extractor per domain (device or patent prompt). Documents are sent one at a time, paced by
     the client's rate limiter. LLMAuthError and LLMUnavailableError stop the run; any other
-    failure is recorded in `rejected` for that document and the run goes on.
+    failure is recorded in `rejected` for that document and the run goes on, as long as some
+    document of the call got a reply.
     """
 
     config: LLMConfig
@@ -252,18 +254,24 @@ class LLMEntityExtractor:
         rows = docs.select(pl.col("doc_id").cast(pl.String), pl.col("text").cast(pl.String)).rows()
         mentions: list[dict] = []
         rejected: list[dict] = []
-        consecutive = 0
+        consecutive = sent = answered = 0
+        last_failure: LLMRequestError | None = None
         for doc_id, text in rows:
             if doc_id is None or not (text or "").strip():
                 rejected.append(_reject(doc_id, "missing doc_id" if doc_id is None else "missing text", {}))
                 continue
             self.stats.documents += 1
+            sent += 1
             key = cache_key(self.prompt, self.config.model, text)
             try:
                 content, fresh = self._reply(key, text)
                 valid, invalid = parse_reply(content)
             except (LLMRequestError, ReplyError) as exc:
                 self.stats.failed_documents += 1
+                if isinstance(exc, LLMRequestError) and exc.status != 200:
+                    last_failure = exc
+                else:  # the endpoint answered, with something unusable
+                    answered += 1
                 kind = "llm request failed" if isinstance(exc, LLMRequestError) else "llm reply invalid"
                 rejected.append(_reject(doc_id, f"{kind}: {exc}", {}))
                 consecutive = consecutive + 1 if isinstance(exc, LLMRequestError) else 0
@@ -271,6 +279,7 @@ class LLMEntityExtractor:
                     raise LLMUnavailableError(f"{consecutive} documents in a row failed; last: {exc}") from exc
                 continue
             consecutive = 0
+            answered += 1
             self._store(key, content, fresh)
             rejected += [_reject(doc_id, reason, {"entity": item}) for item, reason in invalid]
             doc_mentions, doc_rejected = self._ground(doc_id, text, valid, ontology)
@@ -278,6 +287,8 @@ class LLMEntityExtractor:
             rejected += doc_rejected
             self.stats.entities += len(valid) + len(invalid)
             self.stats.rejected_entities += len(invalid) + len(doc_rejected)
+        if sent and not answered:  # fewer documents than the failure limit (one device partition is one)
+            raise LLMUnavailableError(f"no reply to any of the {sent} document(s) sent; last: {last_failure}")
         return ExtractionResult(
             mentions=schemas.conform(pl.DataFrame(mentions, schema=schemas.MENTIONS), schemas.MENTIONS),
             rejected=schemas.conform(pl.DataFrame(rejected, schema=schemas.REJECTED_RECORDS),

@@ -281,6 +281,18 @@ def test_a_dead_endpoint_stops_the_run(fake, tmp_path, onto):
     assert len(fake.requests) == 2
 
 
+def test_an_endpoint_no_document_reaches_stops_the_run_before_the_failure_limit(fake, tmp_path, onto):
+    # One device partition is one document: a dead endpoint would never reach max_consecutive_failures,
+    # and the step would store no mentions as if the device had none.
+    cfg = config(fake, tmp_path, max_retries=0)
+    fake.script = [(502, {}, "bad gateway"), (404, {}, "no such model")]
+    with pytest.raises(LLMUnavailableError, match=r"no reply to any of the 2 document\(s\) sent; last: .*HTTP 404"):
+        extractor(cfg).extract_mentions(docs(("P1", "a stent"), ("P2", "a valve")), onto)
+    fake.script = [(502, {}, "bad gateway")]  # one answered document: the run goes on, the failure is kept
+    result = extractor(cfg).extract_mentions(docs(("P1", "a stent"), ("P2", OTHER_TEXT)), onto)
+    assert reasons(result)[0].startswith("llm request failed") and set(result.mentions["doc_id"]) == {"P2"}
+
+
 def test_malformed_replies_are_recorded_failures_and_not_cached(fake, tmp_path, onto):
     cfg = config(fake, tmp_path)
     fake.replies["XIENCE"] = '{"entities": [{"span": "stent", '  # truncated JSON
