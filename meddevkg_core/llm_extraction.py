@@ -38,6 +38,7 @@ from meddevkg_core import schemas
 from meddevkg_core.entities import COMPONENT, MECHANISM, ConceptMatch, ExtractionResult, ground_span, map_phrase
 from meddevkg_core.llm_client import ChatClient, LLMConfig, LLMRequestError
 from meddevkg_core.ontology import Ontology, normalize_term
+from meddevkg_core.progress import Progress, no_progress
 from meddevkg_core.unstorable_text import LONE_SURROGATE
 
 if TYPE_CHECKING:
@@ -202,16 +203,19 @@ class EntityExtractor(Protocol):
 
 @dataclass(frozen=True)
 class SpacyEntityExtractor:
-    """The default offline extractor (entities.extract_mentions) behind the EntityExtractor interface."""
+    """The default offline extractor (entities.extract_mentions, with its defaults) behind the
+    EntityExtractor interface."""
 
     nlp: Language
-    batch_size: int = 64
+    batch_size: int = 256
     n_process: int = 1
+    progress: Progress = no_progress
 
     def extract_mentions(self, docs: pl.DataFrame, ontology: Ontology) -> ExtractionResult:
         from meddevkg_core.entities import extract_mentions
 
-        return extract_mentions(docs, ontology, self.nlp, batch_size=self.batch_size, n_process=self.n_process)
+        return extract_mentions(docs, ontology, self.nlp, batch_size=self.batch_size, n_process=self.n_process,
+                                progress=self.progress)
 
 
 class LLMUnavailableError(RuntimeError):

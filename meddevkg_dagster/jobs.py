@@ -9,7 +9,8 @@ import dagster as dg
 
 from meddevkg_dagster.partitions import patent_years, pma_devices
 
-PATENT_ASSETS = dg.AssetSelection.assets("patents", "patent_quarantine", "patent_entities", "patent_embeddings")
+PATENT_ASSETS = dg.AssetSelection.assets("patents", "patent_quarantine", "patent_entities", "patent_entity_quarantine",
+                                         "patent_embeddings")
 """Partitioned by grant year: adding a year extracts and encodes that year only."""
 
 ONTOLOGY_ASSETS = dg.AssetSelection.assets("meddevonto", "ontology_quarantine")
@@ -31,8 +32,8 @@ meddevkg_job = dg.define_asset_job(
 )
 
 DEVICE_ASSETS = dg.AssetSelection.assets(
-    "pma_documents", "pma_quarantine", "pma_supplements", "device_entities", "device_embeddings", "candidate_pool",
-    "cross_encoder_scores", "reranked_links",
+    "pma_documents", "pma_quarantine", "pma_supplements", "device_entities", "device_entity_quarantine",
+    "device_embeddings", "candidate_pool", "cross_encoder_scores", "reranked_links",
 )
 
 device_links_job = dg.define_asset_job(

@@ -40,9 +40,15 @@ def stopwatch() -> Iterator[dict[str, float]]:
 
 
 def log_progress(context: dg.AssetExecutionContext, unit: str) -> ThrottledReporter:
-    """Progress of a long asset body, as throttled lines in the run's log."""
-    return ThrottledReporter(context.asset_key.to_user_string() if context.has_assets_def else "step",
-                             context.log.info, unit=unit)
+    """Progress of a long asset body, as throttled lines in the run's log, named by its asset (by its
+    step when it makes several, such as a table and its quarantine)."""
+    if not context.has_assets_def:
+        name = "step"
+    elif len(context.assets_def.keys) == 1:
+        name = context.asset_key.to_user_string()
+    else:
+        name = context.op_def.name
+    return ThrottledReporter(name, context.log.info, unit=unit)
 
 
 def stored_table(schema: pl.Schema, **metadata: object) -> dict[str, object]:

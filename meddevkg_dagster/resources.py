@@ -6,6 +6,7 @@ used so that a fresh clone runs the demo with no configuration at all.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from functools import cache
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 import dagster as dg
 import polars as pl
 from dagster_duckdb import DuckDBResource
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator
 
 from meddevkg_core.alerts import UI_URL_ENV, WEBHOOK_ENV, RunFailureAlert, post_alert
 from meddevkg_core.companies import CompanyResolver
@@ -25,8 +26,13 @@ from meddevkg_core.cross_encoder import PairScorer, load_cross_encoder
 from meddevkg_core.demo import demo_corpus_dir
 from meddevkg_core.dossier import load_supplements
 from meddevkg_core.embeddings import BACKENDS, DEVICES, EmbeddingCache, Encoder, load_embedding_model
+from meddevkg_core.entities import ExtractionResult, load_spacy_pipeline
 from meddevkg_core.home import home_dir
+from meddevkg_core.llm_client import ENV_FIELDS, ENV_PREFIX, ChatClient, LLMAuthError, LLMConfig
+from meddevkg_core.llm_extraction import Domain, LLMEntityExtractor, LLMUnavailableError, SpacyEntityExtractor
+from meddevkg_core.ontology import Ontology
 from meddevkg_core.packaged_models import default_models_dir
+from meddevkg_core.progress import Progress
 from meddevkg_core.sources.patentsview import parse_iso_date
 from meddevkg_core.terminologies import ENV_STRICT, UMLS_OPTION_SETTINGS, TerminologyConfig, umls_options
 from meddevkg_dagster.io_manager import MeddevkgDuckDBIOManager
@@ -244,6 +250,68 @@ class PipelineConfigResource(dg.ConfigurableResource):
         return config
 
 
+ENTITY_EXTRACTOR_ENV = "MEDDEVKG_ENTITY_EXTRACTOR"
+ENTITY_EXTRACTORS = ("spacy", "llm")
+
+
+class EntityExtractorResource(dg.ConfigurableResource):
+    """Stage 1's extractor (meddevkg_core.llm_extraction): spaCy offline by default, or an LLM behind an
+    OpenAI-compatible chat API with the settings LLMConfig.from_env reads (MEDDEVKG_LLM_*)."""
+
+    extractor: str = Field(default="spacy", description=f"{ENTITY_EXTRACTOR_ENV}: one of "
+                           f"{', '.join(ENTITY_EXTRACTORS)}.")
+    llm_base_url: str | None = Field(default=None, description="MEDDEVKG_LLM_BASE_URL: the OpenAI-compatible "
+                                     "API root, e.g. https://api.deepseek.com/v1.")
+    llm_model: str | None = Field(default=None, description="MEDDEVKG_LLM_MODEL: the model name sent (part of "
+                                  "the cache key).")
+    llm_api_key: str | None = Field(default=None, description="MEDDEVKG_LLM_API_KEY: a secret, so an EnvVar; "
+                                    "never in a log line or metadata.")
+    llm_cache_dir: str | None = Field(default=None, description="MEDDEVKG_LLM_CACHE_DIR: the reply cache (default "
+                                      "$MEDDEVKG_HOME/llm_cache): a re-run with the same inputs sends nothing.")
+    llm_requests_per_minute: str | None = Field(default=None, description="MEDDEVKG_LLM_REQUESTS_PER_MINUTE "
+                                                "(default 60).")
+    llm_timeout: str | None = Field(default=None, description="MEDDEVKG_LLM_TIMEOUT: seconds (default 60).")
+    llm_max_retries: str | None = Field(default=None, description="MEDDEVKG_LLM_MAX_RETRIES: after the first "
+                                        "attempt, on 429, 5xx and timeouts (default 5).")
+
+    def kind(self) -> str:
+        if self.extractor not in ENTITY_EXTRACTORS:
+            raise dg.Failure(f"{ENTITY_EXTRACTOR_ENV}={self.extractor!r}: expected one of "
+                             f"{', '.join(ENTITY_EXTRACTORS)}")
+        return self.extractor
+
+    def llm_config(self) -> LLMConfig:
+        """The LLM settings, checked by LLMConfig.from_env; a missing or malformed one fails naming its variable."""
+        settings = {ENV_PREFIX + name.upper(): value for name in ENV_FIELDS if (value := getattr(self, f"llm_{name}"))}
+        try:
+            return LLMConfig.from_env(settings)
+        except ValidationError as exc:  # its text spans lines and repeats the value: one line, no value
+            raise dg.Failure("; ".join(f"{ENV_PREFIX}{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}"
+                                       for e in exc.errors())) from None
+        except ValueError as exc:
+            raise dg.Failure(str(exc)) from None
+
+    def extract(self, domain: Domain, docs: pl.DataFrame, ontology: Ontology,
+                progress: Progress) -> tuple[ExtractionResult, dict[str, str | int | float]]:
+        """Mentions and rejects of `docs`, and the run's figures for the asset metadata. An endpoint that
+        refuses the key or answers nothing fails the step in one line, before any output is written."""
+        if self.kind() == "spacy":
+            spacy = SpacyEntityExtractor(load_spacy_pipeline(), progress=progress)
+            return spacy.extract_mentions(docs, ontology), {"extractor": "spacy"}
+        config = self.llm_config()
+        llm = LLMEntityExtractor(config, domain, client=ChatClient(config))
+        try:
+            result = llm.extract_mentions(docs, ontology)
+        except (LLMAuthError, LLMUnavailableError) as exc:
+            raise dg.Failure(f"{type(exc).__name__}: {exc}") from None
+        finally:
+            llm.close()
+        http = llm.client.stats if llm.client is not None else None
+        return result, {"extractor": "llm", "llm_model": config.model,
+                        **{f"llm_{k}": v for k, v in dataclasses.asdict(llm.stats).items()},
+                        "llm_http_attempts": http.requests if http else 0, "llm_retries": http.retries if http else 0}
+
+
 def build_resources() -> dict[str, object]:
     home = home_dir()
     database = env_or("MEDDEVKG_DUCKDB", str(home / "warehouse.duckdb"))
@@ -267,6 +335,10 @@ def build_resources() -> dict[str, object]:
             umls_dir=env_or("MEDDEVKG_UMLS_DIR", "") or None, mesh_xml=env_or("MEDDEVKG_MESH_XML", "") or None,
             strict=terminologies_strict_setting(),
             **{field: env_or(name, "") or None for field, name in UMLS_OPTION_SETTINGS.items()}),
+        "entity_extractor": EntityExtractorResource(
+            extractor=env_or(ENTITY_EXTRACTOR_ENV, "spacy"),
+            **{f"llm_{name}": env_or(ENV_PREFIX + name.upper(), str(home / "llm_cache") if name == "cache_dir" else "")
+               or None for name in ENV_FIELDS}),
         "alerts": AlertsResource(webhook_url=env_or(WEBHOOK_ENV, "") or None, ui_url=env_or(UI_URL_ENV, "") or None),
         **source_resources(),
     }

@@ -21,6 +21,7 @@ from meddevkg_dagster.resources import (
     CorpusResource,
     CrossEncoderResource,
     EmbeddingModelResource,
+    EntityExtractorResource,
     OpenFDAResource,
     PipelineConfigResource,
     SourcesResource,
@@ -61,6 +62,7 @@ class Harness:
             "sources": SourcesResource(),
             "openfda": OpenFDAResource(),
             "terminologies": TerminologiesResource(),
+            "entity_extractor": EntityExtractorResource(),
         }
 
     def register(self, keys: list[str]) -> None:

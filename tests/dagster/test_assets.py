@@ -266,8 +266,8 @@ def test_backfilling_one_device_touches_only_its_partition(harness):
     contested = before.filter(pl.col("rank") != by_probability)["fda_id"].unique().sort()
     device = contested[0]  # a device whose order its company's other devices changed (company_contest)
     device_assets = dg.AssetSelection.assets("pma_documents", "pma_quarantine", "pma_supplements", "device_entities",
-                                             "device_embeddings", "candidate_pool", "cross_encoder_scores",
-                                             "reranked_links")
+                                             "device_entity_quarantine", "device_embeddings", "candidate_pool",
+                                             "cross_encoder_scores", "reranked_links")
     one = harness.materialize(selection=device_assets, partition_key=device)  # with the assets' checks
     assert one.success
     after = harness.table("reranked_links")

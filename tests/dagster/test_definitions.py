@@ -14,10 +14,11 @@ EXPECTED_ASSETS = {
     "device_entities", "patent_entities", "device_embeddings", "patent_embeddings", "candidate_pool",
     "cross_encoder_scores", "training_pairs", "reranker_model", "reranked_links", "meddevkg", "graph_export",
     "link_evaluation", "pma_quarantine", "pma_supplements", "patent_quarantine", "ontology_quarantine",
+    "device_entity_quarantine", "patent_entity_quarantine",
 }
-DEVICE_ASSETS = {"pma_documents", "pma_quarantine", "pma_supplements", "device_entities", "device_embeddings",
-                 "candidate_pool", "cross_encoder_scores", "reranked_links"}
-PATENT_ASSETS = {"patents", "patent_quarantine", "patent_entities", "patent_embeddings"}
+DEVICE_ASSETS = {"pma_documents", "pma_quarantine", "pma_supplements", "device_entities", "device_entity_quarantine",
+                 "device_embeddings", "candidate_pool", "cross_encoder_scores", "reranked_links"}
+PATENT_ASSETS = {"patents", "patent_quarantine", "patent_entities", "patent_entity_quarantine", "patent_embeddings"}
 
 
 def test_every_asset_is_defined_and_device_and_patent_assets_are_partitioned():
@@ -59,7 +60,7 @@ def test_gpu_steps_are_tagged_and_checks_and_jobs_exist():
     assert defs.resolve_job_def("meddevkg_job") and defs.resolve_job_def("device_links_job")
     assert defs.resolve_job_def("patents_job")
     assert set(defs.resources) >= {"io_manager", "corpus", "embedding_model", "cross_encoder", "pipeline_config",
-                                   "alerts"}
+                                   "alerts", "entity_extractor"}
     # the stored-table checks query the IO manager's database, one DuckDB user at a time
     assert defs.resources["warehouse"].database == defs.resources["io_manager"].database
     from meddevkg_dagster.checks import CHECKS
