@@ -274,11 +274,7 @@ class EntityExtractorResource(dg.ConfigurableResource):
     llm_max_retries: str | None = Field(default=None, description="MEDDEVKG_LLM_MAX_RETRIES: after the first "
                                         "attempt, on 429, 5xx and timeouts (default 5).")
 
-    def kind(self) -> str:
-        if self.extractor not in ENTITY_EXTRACTORS:
-            raise dg.Failure(f"{ENTITY_EXTRACTOR_ENV}={self.extractor!r}: expected one of "
-                             f"{', '.join(ENTITY_EXTRACTORS)}")
-        return self.extractor
+    _extractor_is_known = _one_of("entity_extractor", "extractor", ENTITY_EXTRACTOR_ENV, ENTITY_EXTRACTORS)
 
     def llm_config(self) -> LLMConfig:
         """The LLM settings, checked by LLMConfig.from_env; a missing or malformed one fails naming its variable."""
@@ -295,7 +291,7 @@ class EntityExtractorResource(dg.ConfigurableResource):
                 progress: Progress) -> tuple[ExtractionResult, dict[str, str | int | float]]:
         """Mentions and rejects of `docs`, and the run's figures for the asset metadata. An endpoint that
         refuses the key or answers nothing fails the step in one line, before any output is written."""
-        if self.kind() == "spacy":
+        if self.extractor == "spacy":
             spacy = SpacyEntityExtractor(load_spacy_pipeline(), progress=progress)
             return spacy.extract_mentions(docs, ontology), {"extractor": "spacy"}
         config = self.llm_config()

@@ -15,6 +15,7 @@ from dagster._serdes import serialize_value
 from meddevkg_core.corpus import read_corpus
 from meddevkg_core.patent_years import in_years
 from meddevkg_core.pipeline import documents
+from meddevkg_dagster.cli import run_failure
 from meddevkg_dagster.jobs import ONTOLOGY_ASSETS
 from meddevkg_dagster.resources import build_resources
 
@@ -161,8 +162,9 @@ def test_a_bad_extractor_is_refused_naming_the_variable(harness, monkeypatch):
     _extractor_from_env(harness)
     key, _ = _first_device(harness)
     result = harness.materialize(DEVICE_STEP, partition_key=key)
-    assert not result.success
-    assert "MEDDEVKG_ENTITY_EXTRACTOR='gpt': expected one of spacy, llm" in _failure(result)
+    assert not result.success  # as the run starts its resources, before any step
+    assert run_failure(result.all_events) == ("its resources: MEDDEVKG_ENTITY_EXTRACTOR='gpt' (the entity_extractor "
+                                              "resource's extractor): expected one of spacy, llm")
 
 
 def test_the_llm_without_its_endpoint_is_refused_naming_the_missing_variables(harness, monkeypatch):
