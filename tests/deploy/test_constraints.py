@@ -11,6 +11,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
@@ -62,13 +63,11 @@ def test_this_environment_is_the_constrained_one():
 
 def test_every_install_path_uses_the_constraints():
     bootstrap = (REPO / "scripts" / "bootstrap.sh").read_text()
-    # both through requirements_of.py --constraints (a gpu extra leaves the NVIDIA pins to torch)
-    assert 'docker/requirements_of.py --constraints constraints.txt "$EXTRA" > "$CONSTRAINTS"' in bootstrap
-    assert re.search(r'pip install .*-c "\$CONSTRAINTS" -e "\.\[', bootstrap)
+    assert re.search(r'pip install .*-c constraints\.txt -e "\.\[', bootstrap)
     dockerfile = (REPO / "docker" / "Dockerfile").read_text()
     assert re.search(r"^COPY .*constraints\.txt", dockerfile, re.M)
-    assert 'requirements_of.py --constraints constraints.txt "${EXTRA}" > /tmp/constraints.txt' in dockerfile
-    assert 'pip install -c /tmp/constraints.txt ".[${EXTRA}]"' in dockerfile
+    assert "pip install -c constraints.txt -r /tmp/requirements.txt" in dockerfile
+    assert 'pip install -c constraints.txt ".[${EXTRA}]"' in dockerfile
 
 
 def test_bootstrap_refuses_a_disk_without_room_before_installing_anything(tmp_path):
@@ -81,3 +80,39 @@ def test_bootstrap_refuses_a_disk_without_room_before_installing_anything(tmp_pa
     assert proc.returncode == 1
     assert f"GB free under {tmp_path}" in proc.stderr and "Nothing was installed" in proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["scripts"]  # no .venv begun
+
+
+def _bootstrap_over_a_venv_with(tmp_path: Path, installed: list[str], extra: str) -> list[str]:
+    """bootstrap.sh's pip calls, run over a fake .venv whose python logs them and lists `installed`."""
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(REPO / "scripts" / "bootstrap.sh", tmp_path / "scripts" / "bootstrap.sh")
+    log = tmp_path / "calls.log"
+    python = tmp_path / ".venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    listing = "".join(f"echo {pin}; " for pin in installed)
+    python.write_text(f'#!/usr/bin/env bash\necho "$*" >> {log}\n'
+                      f'if [ "$*" = "-m pip list --format=freeze" ]; then {listing}fi\n')
+    python.chmod(0o755)
+    env = {**os.environ, "PYTHON": sys.executable, "MEDDEVKG_EXTRA": extra}
+    proc = subprocess.run(["bash", str(tmp_path / "scripts" / "bootstrap.sh"), "--no-demo"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return log.read_text().splitlines()
+
+
+@pytest.mark.parametrize(("extra", "other_build"), [("cpu", "xgboost==3.2.0"), ("gpu", "faiss-cpu==1.15.1"),
+                                                    ("cpu,k8s", "faiss-gpu==1.15.1")])
+def test_bootstrap_switching_extras_removes_both_builds_of_faiss_and_xgboost_first(tmp_path, extra, other_build):
+    """The cpu and gpu extras' faiss and xgboost are two builds of one module each: installed over the
+    other build they share files, and removing either one later breaks both."""
+    calls = _bootstrap_over_a_venv_with(tmp_path, ["numpy==2.3.5", other_build], extra)
+    (uninstall,) = [i for i, c in enumerate(calls) if c.startswith("-m pip uninstall")]
+    assert set(calls[uninstall].split()) >= {"faiss-cpu", "faiss-gpu", "xgboost", "xgboost-cpu", "--yes"}
+    (project,) = [i for i, c in enumerate(calls) if re.search(r"pip install .*-e \.\[", c)]
+    assert uninstall < project and f".[{extra},test]" in calls[project]
+
+
+def test_bootstrap_over_the_same_extras_build_removes_nothing(tmp_path):
+    calls = _bootstrap_over_a_venv_with(tmp_path, ["faiss-cpu==1.15.1", "xgboost-cpu==3.2.0"], "cpu")
+    assert not [c for c in calls if "uninstall" in c]
+    assert [c for c in calls if re.search(r"pip install .*-c constraints\.txt -e \.\[cpu,test\]", c)]
