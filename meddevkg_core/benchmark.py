@@ -182,14 +182,21 @@ def _round(x):
     return x
 
 
+# A package's distributions: xgboost comes as xgboost (the CUDA build, the gpu extra) or xgboost-cpu.
+_DISTRIBUTIONS = {"xgboost": ("xgboost", "xgboost-cpu")}
+
+
 def _versions() -> dict[str, str]:
     out = {"python": platform.python_version()}
     for pkg in ("meddevkg", "polars", "numpy", "xgboost", "scikit-learn", "sentence-transformers", "spacy",
                 "torch", "bm25s", "dagster"):
-        try:
-            out[pkg] = version(pkg)
-        except PackageNotFoundError:
-            out[pkg] = "not installed"
+        out[pkg] = "not installed"
+        for dist in _DISTRIBUTIONS.get(pkg, (pkg,)):
+            try:
+                out[pkg] = version(dist) + ("" if dist == pkg else f" ({dist})")
+                break
+            except PackageNotFoundError:
+                continue
     return out
 
 

@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 
 from meddevkg_core.app_store import from_output_dir
-from meddevkg_core.benchmark import _protocol, device_category, hard_negative_fpr_at_recall, run_benchmark
+from meddevkg_core.benchmark import _protocol, _versions, device_category, hard_negative_fpr_at_recall, run_benchmark
 from meddevkg_core.companies import CompanyResolver
 from meddevkg_core.config import PipelineConfig, RerankConfig, TextAdapterConfig
 from meddevkg_core.corpus import read_corpus
@@ -280,3 +280,12 @@ def test_a_devices_own_gold_does_not_move_its_contested_order(models, contest_ru
         after = pl.read_parquet(tmp_path / name).filter(fold).sort("fda_id", "pat_id")
         assert before.select("fda_id", "pat_id", *values).equals(after.select("fda_id", "pat_id", *values)), name
     assert _others_moved(out, tmp_path, held_out)  # the relabel did reach the models: the check has teeth
+
+
+def test_the_report_names_the_installed_build_of_xgboost():
+    """The cpu extra installs xgboost as the xgboost-cpu distribution: the report said "not installed"."""
+    import xgboost
+
+    versions = _versions()
+    assert versions["xgboost"].startswith(xgboost.__version__)
+    assert "not installed" not in versions.values()
