@@ -10,7 +10,7 @@ command -v "$PYTHON" >/dev/null || PYTHON=python3
 
 if [ ! -x .venv/bin/python ]; then
   # A full disk would stop pip halfway with a bare "[Errno 28]"; refuse before installing anything.
-  NEED_GB=${MEDDEVKG_MIN_FREE_GB:-5}   # the environment is about 4 GB (torch, spaCy, models, mpnet)
+  NEED_GB=${MEDDEVKG_MIN_FREE_GB:-5}   # the environment is 3.3 GB (torch, spaCy, models, mpnet), tests 0.2 GB
   for dir in . "${TMPDIR:-/tmp}"; do
     free_gb=$(( $(df -Pk "$dir" | awk 'NR == 2 {print $4}') / 1024 / 1024 ))
     if [ "$free_gb" -lt "$NEED_GB" ]; then
