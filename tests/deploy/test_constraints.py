@@ -82,22 +82,60 @@ def test_bootstrap_refuses_a_disk_without_room_before_installing_anything(tmp_pa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["scripts"]  # no .venv begun
 
 
-def _bootstrap_over_a_venv_with(tmp_path: Path, installed: list[str], extra: str) -> list[str]:
-    """bootstrap.sh's pip calls, run over a fake .venv whose python logs them and lists `installed`."""
+def _fake_python(path: Path, log: Path, installed: list[str]) -> None:
+    """A python that logs its arguments, lists `installed` to pip, and makes a venv of its own kind."""
+    listing = "".join(f"echo {pin}; " for pin in installed) or ":; "
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f'#!/usr/bin/env bash\necho "$*" >> {log}\n'
+                    f'if [ "$*" = "-m pip list --format=freeze" ]; then {listing}fi\n'
+                    f'if [ "$*" = "-m venv .venv" ]; then mkdir -p .venv/bin && cp "$0" .venv/bin/python; fi\n')
+    path.chmod(0o755)
+
+
+def _bootstrap(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     (tmp_path / "scripts").mkdir()
     shutil.copy(REPO / "scripts" / "bootstrap.sh", tmp_path / "scripts" / "bootstrap.sh")
+    return subprocess.run(["bash", str(tmp_path / "scripts" / "bootstrap.sh"), "--no-demo"], cwd=tmp_path,
+                          env={**os.environ, **env}, capture_output=True, text=True, timeout=120)
+
+
+def _bootstrap_over_a_venv_with(tmp_path: Path, installed: list[str], extra: str) -> list[str]:
+    """bootstrap.sh's pip calls, run over a fake .venv whose python logs them and lists `installed`."""
     log = tmp_path / "calls.log"
-    python = tmp_path / ".venv" / "bin" / "python"
-    python.parent.mkdir(parents=True)
-    listing = "".join(f"echo {pin}; " for pin in installed)
-    python.write_text(f'#!/usr/bin/env bash\necho "$*" >> {log}\n'
-                      f'if [ "$*" = "-m pip list --format=freeze" ]; then {listing}fi\n')
-    python.chmod(0o755)
-    env = {**os.environ, "PYTHON": sys.executable, "MEDDEVKG_EXTRA": extra}
-    proc = subprocess.run(["bash", str(tmp_path / "scripts" / "bootstrap.sh"), "--no-demo"], env=env,
-                          capture_output=True, text=True, timeout=120)
+    _fake_python(tmp_path / ".venv" / "bin" / "python", log, installed)
+    proc = _bootstrap(tmp_path, {"PYTHON": sys.executable, "MEDDEVKG_EXTRA": extra})
     assert proc.returncode == 0, proc.stderr
     return log.read_text().splitlines()
+
+
+def _df_reporting(tmp_path: Path, free_kb: int) -> dict[str, str]:
+    """PATH with a `df` that reports `free_kb` KB available on every filesystem."""
+    bin_dir = tmp_path / "fake_bin"
+    bin_dir.mkdir()
+    (bin_dir / "df").write_text("#!/usr/bin/env bash\necho 'Filesystem 1024-blocks Used Available Capacity Mounted'\n"
+                                f"echo '/dev/x 999999999 1 {free_kb} 1% /'\n")
+    (bin_dir / "df").chmod(0o755)
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+def test_bootstrap_states_the_free_space_it_found_to_a_tenth_of_a_gb(tmp_path):
+    """4.8 GB free was reported as "4 GB free" (integer division), and refused against a 5 GB need."""
+    proc = _bootstrap(tmp_path, {**_df_reporting(tmp_path, round(4.8 * 1024 * 1024)), "PYTHON": sys.executable,
+                                 "MEDDEVKG_MIN_FREE_GB": "5"})
+    assert proc.returncode == 1
+    assert "4.8 GB free" in proc.stderr and "needs 5 GB" in proc.stderr
+
+
+@pytest.mark.parametrize(("free_kb", "installs"), [(4 * 1024 * 1024, True), (4 * 1024 * 1024 - 1, False)])
+def test_bootstrap_needs_4_gb_free_by_default(tmp_path, free_kb, installs):
+    """Measured: the environment is 3.3 GB and a test run 0.2 GB (CI was refused with 4.8 GB free)."""
+    log = tmp_path / "calls.log"
+    _fake_python(tmp_path / "python3.11", log, [])
+    proc = _bootstrap(tmp_path, {**_df_reporting(tmp_path, free_kb), "PYTHON": str(tmp_path / "python3.11")})
+    assert (proc.returncode == 0) == installs, proc.stderr
+    assert ("-m venv .venv" in log.read_text().splitlines()) == installs
+    if not installs:
+        assert "3.9 GB free" in proc.stderr and "needs 4 GB" in proc.stderr
 
 
 @pytest.mark.parametrize(("extra", "other_build"), [("cpu", "xgboost==3.2.0"), ("gpu", "faiss-cpu==1.15.1"),
