@@ -196,9 +196,14 @@ class ResponseCache:
 
 @runtime_checkable
 class EntityExtractor(Protocol):
-    """What Stage 1 needs: documents (doc_id, text) in, grounded mentions and rejects out."""
+    """What Stage 1 needs: documents (doc_id, text) in, grounded mentions and rejects out; `progress`
+    hears of the documents done, as the caller's other long stages report theirs."""
 
-    def extract_mentions(self, docs: pl.DataFrame, ontology: Ontology) -> ExtractionResult: ...
+    def extract_mentions(self, docs: pl.DataFrame, ontology: Ontology,
+                         progress: Progress = no_progress) -> ExtractionResult: ...
+
+
+DOMAINS: tuple[Domain, ...] = ("device", "patent")
 
 
 @dataclass(frozen=True)
@@ -209,13 +214,19 @@ class SpacyEntityExtractor:
     nlp: Language
     batch_size: int = 256
     n_process: int = 1
-    progress: Progress = no_progress
 
-    def extract_mentions(self, docs: pl.DataFrame, ontology: Ontology) -> ExtractionResult:
+    def extract_mentions(self, docs: pl.DataFrame, ontology: Ontology,
+                         progress: Progress = no_progress) -> ExtractionResult:
         from meddevkg_core.entities import extract_mentions
 
         return extract_mentions(docs, ontology, self.nlp, batch_size=self.batch_size, n_process=self.n_process,
-                                progress=self.progress)
+                                progress=progress)
+
+
+def spacy_extractors(nlp: Language) -> dict[Domain, EntityExtractor]:
+    """spaCy's extractor for device and patent texts alike (it has no per-domain prompt)."""
+    spacy = SpacyEntityExtractor(nlp)
+    return dict.fromkeys(DOMAINS, spacy)
 
 
 class LLMUnavailableError(RuntimeError):
@@ -254,13 +265,15 @@ class LLMEntityExtractor:
         self.cache = ResponseCache(self.config.cache_dir) if self.config.cache_dir is not None else None
         self._memo: dict[str, str] = {}  # replies of this process, so duplicate texts are sent once
 
-    def extract_mentions(self, docs: pl.DataFrame, ontology: Ontology) -> ExtractionResult:
+    def extract_mentions(self, docs: pl.DataFrame, ontology: Ontology,
+                         progress: Progress = no_progress) -> ExtractionResult:
         rows = docs.select(pl.col("doc_id").cast(pl.String), pl.col("text").cast(pl.String)).rows()
         mentions: list[dict] = []
         rejected: list[dict] = []
         consecutive = sent = answered = 0
         last_failure: LLMRequestError | None = None
-        for doc_id, text in rows:
+        for done, (doc_id, text) in enumerate(rows):
+            progress(done, len(rows))
             if doc_id is None or not (text or "").strip():
                 rejected.append(_reject(doc_id, "missing doc_id" if doc_id is None else "missing text", {}))
                 continue
@@ -293,6 +306,7 @@ class LLMEntityExtractor:
             self.stats.rejected_entities += len(invalid) + len(doc_rejected)
         if sent and not answered:  # fewer documents than the failure limit (one device partition is one)
             raise LLMUnavailableError(f"no reply to any of the {sent} document(s) sent; last: {last_failure}")
+        progress(len(rows), len(rows))
         return ExtractionResult(
             mentions=schemas.conform(pl.DataFrame(mentions, schema=schemas.MENTIONS), schemas.MENTIONS),
             rejected=schemas.conform(pl.DataFrame(rejected, schema=schemas.REJECTED_RECORDS),

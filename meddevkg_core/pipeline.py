@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,9 +26,9 @@ from meddevkg_core.device_activity import grant_years_of, last_decision_years, w
 from meddevkg_core.device_names import head_words_of
 from meddevkg_core.dossier import device_dossiers
 from meddevkg_core.embeddings import EmbeddingCache, Encoder, embed_documents, embedding_matrix
-from meddevkg_core.entities import extract_mentions
 from meddevkg_core.entity_match import EntityMatcher, doc_keys
 from meddevkg_core.evaluation import LinkEvaluation, evaluate_links
+from meddevkg_core.llm_extraction import Domain, EntityExtractor
 from meddevkg_core.ontology import Ontology
 from meddevkg_core.progress import ThrottledReporter
 from meddevkg_core.rerank import (
@@ -50,7 +50,8 @@ class Models:
     """Everything loaded once and passed in: no stage loads a model by itself."""
 
     encoder: Encoder
-    nlp: object
+    entity_extractors: Mapping[Domain, EntityExtractor]
+    """Stage 1's extractor of device and of patent texts (llm_extraction: spaCy's, or an LLM's by domain prompt)."""
     ontology: Ontology
     resolver: CompanyResolver
     cross_encoder: PairScorer | None = None
@@ -151,10 +152,10 @@ def market_company_matches(devices: pl.DataFrame, supplements: pl.DataFrame | No
 
 def prepare(corpus: Corpus, models: Models, timer: Timer) -> PreparedCorpus:
     dev_docs, pat_docs = documents(corpus.devices, "fda_id"), documents(corpus.patents, "pat_id")
-    dev_ext = timer("device_entities", extract_mentions, dev_docs, models.ontology, models.nlp,
-                    progress=timer.reporter("device_entities", "documents"))
-    pat_ext = timer("patent_entities", extract_mentions, pat_docs, models.ontology, models.nlp,
-                    progress=timer.reporter("patent_entities", "documents"))
+    dev_ext = timer("device_entities", models.entity_extractors["device"].extract_mentions, dev_docs,
+                    models.ontology, progress=timer.reporter("device_entities", "documents"))
+    pat_ext = timer("patent_entities", models.entity_extractors["patent"].extract_mentions, pat_docs,
+                    models.ontology, progress=timer.reporter("patent_entities", "documents"))
     dev_emb = timer("device_embeddings", embed_documents, dev_docs, models.encoder, models.embedding_cache,
                     progress=timer.reporter("device_embeddings", "texts"))
     pat_emb = timer("patent_embeddings", embed_documents, pat_docs, models.encoder, models.embedding_cache,

@@ -242,6 +242,7 @@ def load_models(corpus_dir: Path, cross_encoder: CrossEncoderConfig, device: str
     from meddevkg_core.cross_encoder import load_cross_encoder
     from meddevkg_core.embeddings import EmbeddingCache, load_embedding_model
     from meddevkg_core.entities import load_spacy_pipeline
+    from meddevkg_core.llm_extraction import spacy_extractors
     from meddevkg_core.packaged_models import default_models_dir
     from meddevkg_core.pipeline import Models
     from meddevkg_core.terminologies import TerminologyConfig, load_ontology
@@ -263,7 +264,7 @@ def load_models(corpus_dir: Path, cross_encoder: CrossEncoderConfig, device: str
     with _models_named_by_their_options():
         scorer = load_cross_encoder(cross_encoder, device=device)
     return Models(
-        encoder=encoder, nlp=load_spacy_pipeline(),
+        encoder=encoder, entity_extractors=spacy_extractors(load_spacy_pipeline()),
         ontology=ontology.ontology, ontology_rejected=ontology.rejected, resolver=resolver,
         cross_encoder=scorer, embedding_cache=EmbeddingCache(cache_dir) if cache_dir else None)
 

@@ -292,8 +292,8 @@ class EntityExtractorResource(dg.ConfigurableResource):
         """Mentions and rejects of `docs`, and the run's figures for the asset metadata. An endpoint that
         refuses the key or answers nothing fails the step in one line, before any output is written."""
         if self.extractor == "spacy":
-            spacy = SpacyEntityExtractor(load_spacy_pipeline(), progress=progress)
-            return spacy.extract_mentions(docs, ontology), {"extractor": "spacy"}
+            spacy = SpacyEntityExtractor(load_spacy_pipeline())
+            return spacy.extract_mentions(docs, ontology, progress), {"extractor": "spacy"}
         config = self.llm_config()
         llm = LLMEntityExtractor(config, domain, client=ChatClient(config))
         try:

@@ -14,6 +14,7 @@ from meddevkg_core.corpus import read_corpus
 from meddevkg_core.demo import demo_corpus_dir
 from meddevkg_core.embeddings import HashingEncoder
 from meddevkg_core.entities import load_spacy_pipeline
+from meddevkg_core.llm_extraction import spacy_extractors
 from meddevkg_core.ontology import load_meddevonto
 from meddevkg_core.pipeline import Models
 
@@ -23,8 +24,8 @@ CONFIG = PipelineConfig(rerank=RerankConfig(n_estimators=30, text_adapter=TextAd
 
 @pytest.fixture(scope="module")
 def models():
-    return Models(encoder=HashingEncoder(dimension=128), nlp=load_spacy_pipeline(), ontology=load_meddevonto(),
-                  resolver=CompanyResolver.for_corpus(demo_corpus_dir()))
+    return Models(encoder=HashingEncoder(dimension=128), entity_extractors=spacy_extractors(load_spacy_pipeline()),
+                  ontology=load_meddevonto(), resolver=CompanyResolver.for_corpus(demo_corpus_dir()))
 
 
 @pytest.fixture(scope="module")

@@ -211,6 +211,14 @@ def test_both_extractors_share_one_interface(fake, tmp_path):
     assert isinstance(SpacyEntityExtractor(nlp=None), EntityExtractor)
 
 
+def test_the_llm_extractor_reports_its_documents_as_it_goes(fake, tmp_path, onto):
+    # `run` prints Stage 1's progress: one LLM request per document is the slowest stage there
+    seen = []
+    extractor(config(fake, tmp_path)).extract_mentions(docs(("P1", DEVICE_TEXT), ("P2", ""), ("P3", OTHER_TEXT)),
+                                                       onto, lambda done, total: seen.append((done, total)))
+    assert seen == [(0, 3), (1, 3), (2, 3), (3, 3)]
+
+
 # ------------------------------------------------------------------ retries, errors, failures
 
 

@@ -14,6 +14,7 @@ from meddevkg_core.config import PipelineConfig
 from meddevkg_core.corpus import read_corpus
 from meddevkg_core.embeddings import HashingEncoder
 from meddevkg_core.entities import load_spacy_pipeline
+from meddevkg_core.llm_extraction import spacy_extractors
 from meddevkg_core.ontology import load_meddevonto
 from meddevkg_core.pipeline import Models, run_pipeline, write_result
 
@@ -23,8 +24,9 @@ def test_pipeline_on_the_real_benchmark(benchmark_dir, tmp_path, monkeypatch):
     corpus = read_corpus(benchmark_dir)
     ontology_reject = pl.DataFrame({"source": ["UMLS merge"], "record_key": ["C9900005"], "reason": ["a test"],
                                     "record": ["{}"]})
-    models = Models(encoder=HashingEncoder(dimension=384), nlp=load_spacy_pipeline(), ontology=load_meddevonto(),
-                    resolver=CompanyResolver.for_corpus(benchmark_dir), ontology_rejected=ontology_reject)
+    models = Models(encoder=HashingEncoder(dimension=384), entity_extractors=spacy_extractors(load_spacy_pipeline()),
+                    ontology=load_meddevonto(), resolver=CompanyResolver.for_corpus(benchmark_dir),
+                    ontology_rejected=ontology_reject)
     result = run_pipeline(corpus, models, progress=lambda _: None)
     ev = result.evaluation
     assert ev.n_devices == 434 and ev.n_patents == 2185 and ev.n_gold_pairs == 426
