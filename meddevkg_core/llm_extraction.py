@@ -26,17 +26,20 @@ import logging
 import os
 import re
 import tempfile
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args, runtime_checkable
 
 import polars as pl
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from meddevkg_core import schemas
 from meddevkg_core.entities import COMPONENT, MECHANISM, ConceptMatch, ExtractionResult, ground_span, map_phrase
-from meddevkg_core.llm_client import ChatClient, LLMConfig, LLMRequestError
+from meddevkg_core.errors import InputError
+from meddevkg_core.home import home_dir
+from meddevkg_core.llm_client import ENV_PREFIX, ChatClient, LLMConfig, LLMRequestError
 from meddevkg_core.ontology import Ontology, normalize_term
 from meddevkg_core.progress import Progress, no_progress
 from meddevkg_core.unstorable_text import LONE_SURROGATE
@@ -202,6 +205,15 @@ class EntityExtractor(Protocol):
     def extract_mentions(self, docs: pl.DataFrame, ontology: Ontology,
                          progress: Progress = no_progress) -> ExtractionResult: ...
 
+    def figures(self) -> dict[str, str | int | float]:
+        """Which extractor ran and, for an LLM, its model and the counts of its calls so far: what a run's
+        summary and an asset's metadata record (never a key)."""
+        ...
+
+    def close(self) -> None:
+        """Release what the extractor holds open (an LLM's HTTP client)."""
+        ...
+
 
 DOMAINS: tuple[Domain, ...] = ("device", "patent")
 
@@ -221,6 +233,12 @@ class SpacyEntityExtractor:
 
         return extract_mentions(docs, ontology, self.nlp, batch_size=self.batch_size, n_process=self.n_process,
                                 progress=progress)
+
+    def figures(self) -> dict[str, str | int | float]:
+        return {"extractor": "spacy"}
+
+    def close(self) -> None:
+        pass
 
 
 def spacy_extractors(nlp: Language) -> dict[Domain, EntityExtractor]:
@@ -313,6 +331,12 @@ class LLMEntityExtractor:
                                      schemas.REJECTED_RECORDS),
         )
 
+    def figures(self) -> dict[str, str | int | float]:
+        http = self.client.stats if self.client is not None else None
+        return {"extractor": "llm", "llm_model": self.config.model,
+                **{f"llm_{k}": v for k, v in asdict(self.stats).items()},
+                "llm_http_attempts": http.requests if http else 0, "llm_retries": http.retries if http else 0}
+
     def close(self) -> None:
         """Close the HTTP client (if this extractor opened one)."""
         if self.client is not None:
@@ -375,3 +399,57 @@ def _reject(doc_id: str | None, reason: str, record: dict) -> dict:
     if LONE_SURROGATE.search(text):  # an entity pydantic refused for a lone surrogate: keep its \u escape
         text = json.dumps(payload, default=str)
     return {"source": "entities", "record_key": doc_id, "reason": reason, "record": text}
+
+
+# --- the choice of extractor ----------------------------------------------------------------
+
+ExtractorName = Literal["spacy", "llm"]
+ENTITY_EXTRACTOR_ENV = "MEDDEVKG_ENTITY_EXTRACTOR"
+ENTITY_EXTRACTORS: tuple[str, ...] = get_args(ExtractorName)
+
+
+def default_llm_cache_dir() -> Path:
+    """Where LLM replies are cached unless MEDDEVKG_LLM_CACHE_DIR says otherwise."""
+    return home_dir() / "llm_cache"
+
+
+class ExtractorSettings(BaseModel, frozen=True):
+    """Stage 1's extractor as MEDDEVKG_ENTITY_EXTRACTOR and the MEDDEVKG_LLM_* settings choose it: the one
+    place the Dagster `entity_extractor` resource and `meddevkg run`/`benchmark` turn them into extractors,
+    so both paths read a setting alike and name it alike when it is wrong."""
+
+    extractor: ExtractorName = "spacy"
+    llm: LLMConfig | None = None
+    """With `llm`: where and how to call it (its key a SecretStr, so never in a repr)."""
+
+    @classmethod
+    def read(cls, extractor: str, llm_settings: Mapping[str, str | None]) -> ExtractorSettings:
+        """`extractor` and, for `llm`, the MEDDEVKG_LLM_* values of `llm_settings` by variable name (unset or
+        empty: the default; the reply cache default_llm_cache_dir). A wrong or missing one is an InputError in
+        one line naming its variable and never a key's value; with spaCy the LLM settings are not read."""
+        if extractor not in ENTITY_EXTRACTORS:
+            raise InputError(f"{ENTITY_EXTRACTOR_ENV}={extractor!r}: expected one of {', '.join(ENTITY_EXTRACTORS)}")
+        if extractor == "spacy":
+            return cls()
+        values = {name: value for name, value in llm_settings.items() if name.startswith(ENV_PREFIX) and value}
+        values.setdefault(ENV_PREFIX + "CACHE_DIR", str(default_llm_cache_dir()))
+        try:
+            return cls(extractor="llm", llm=LLMConfig.from_env(values))
+        except ValidationError as exc:  # its text spans lines and repeats the value: one line, no value
+            raise InputError("; ".join(f"{ENV_PREFIX}{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}"
+                                       for e in exc.errors())) from None
+        except ValueError as exc:  # a missing base URL or model, named by LLMConfig.from_env
+            raise InputError(str(exc)) from None
+
+    def extractor_for(self, domain: Domain) -> EntityExtractor:
+        """A new extractor of `domain`'s texts: spaCy's (loaded once per process), or the LLM's with the
+        domain's prompt, opening its HTTP client on its first request (`close` it when done)."""
+        if self.llm is None:
+            from meddevkg_core.entities import load_spacy_pipeline
+
+            return SpacyEntityExtractor(load_spacy_pipeline())
+        return LLMEntityExtractor(self.llm, domain)
+
+    def extractors(self) -> dict[Domain, EntityExtractor]:
+        """An extractor of each domain, as pipeline.Models holds them."""
+        return {domain: self.extractor_for(domain) for domain in DOMAINS}

@@ -6,7 +6,6 @@ used so that a fresh clone runs the demo with no configuration at all.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from functools import cache
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Any
 import dagster as dg
 import polars as pl
 from dagster_duckdb import DuckDBResource
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, field_validator
 
 from meddevkg_core.alerts import UI_URL_ENV, WEBHOOK_ENV, RunFailureAlert, post_alert
 from meddevkg_core.companies import CompanyResolver
@@ -26,10 +25,18 @@ from meddevkg_core.cross_encoder import PairScorer, load_cross_encoder
 from meddevkg_core.demo import demo_corpus_dir
 from meddevkg_core.dossier import load_supplements
 from meddevkg_core.embeddings import BACKENDS, DEVICES, EmbeddingCache, Encoder, load_embedding_model
-from meddevkg_core.entities import ExtractionResult, load_spacy_pipeline
+from meddevkg_core.entities import ExtractionResult
+from meddevkg_core.errors import InputError
 from meddevkg_core.home import home_dir
-from meddevkg_core.llm_client import ENV_FIELDS, ENV_PREFIX, ChatClient, LLMAuthError, LLMConfig
-from meddevkg_core.llm_extraction import Domain, LLMEntityExtractor, LLMUnavailableError, SpacyEntityExtractor
+from meddevkg_core.llm_client import ENV_FIELDS, ENV_PREFIX, LLMAuthError
+from meddevkg_core.llm_extraction import (
+    ENTITY_EXTRACTOR_ENV,
+    ENTITY_EXTRACTORS,
+    Domain,
+    ExtractorSettings,
+    LLMUnavailableError,
+    default_llm_cache_dir,
+)
 from meddevkg_core.ontology import Ontology
 from meddevkg_core.packaged_models import default_models_dir
 from meddevkg_core.progress import Progress
@@ -250,10 +257,6 @@ class PipelineConfigResource(dg.ConfigurableResource):
         return config
 
 
-ENTITY_EXTRACTOR_ENV = "MEDDEVKG_ENTITY_EXTRACTOR"
-ENTITY_EXTRACTORS = ("spacy", "llm")
-
-
 class EntityExtractorResource(dg.ConfigurableResource):
     """Stage 1's extractor (meddevkg_core.llm_extraction): spaCy offline by default, or an LLM behind an
     OpenAI-compatible chat API with the settings LLMConfig.from_env reads (MEDDEVKG_LLM_*)."""
@@ -276,36 +279,27 @@ class EntityExtractorResource(dg.ConfigurableResource):
 
     _extractor_is_known = _one_of("entity_extractor", "extractor", ENTITY_EXTRACTOR_ENV, ENTITY_EXTRACTORS)
 
-    def llm_config(self) -> LLMConfig:
-        """The LLM settings, checked by LLMConfig.from_env; a missing or malformed one fails naming its variable."""
-        settings = {ENV_PREFIX + name.upper(): value for name in ENV_FIELDS if (value := getattr(self, f"llm_{name}"))}
+    def settings(self) -> ExtractorSettings:
+        """The extractor and its LLM settings, read by ExtractorSettings (as `meddevkg run` reads them); a missing
+        or malformed one fails naming its variable."""
         try:
-            return LLMConfig.from_env(settings)
-        except ValidationError as exc:  # its text spans lines and repeats the value: one line, no value
-            raise dg.Failure("; ".join(f"{ENV_PREFIX}{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}"
-                                       for e in exc.errors())) from None
-        except ValueError as exc:
+            return ExtractorSettings.read(self.extractor, {ENV_PREFIX + name.upper(): getattr(self, f"llm_{name}")
+                                                           for name in ENV_FIELDS})
+        except InputError as exc:
             raise dg.Failure(str(exc)) from None
 
     def extract(self, domain: Domain, docs: pl.DataFrame, ontology: Ontology,
                 progress: Progress) -> tuple[ExtractionResult, dict[str, str | int | float]]:
         """Mentions and rejects of `docs`, and the run's figures for the asset metadata. An endpoint that
         refuses the key or answers nothing fails the step in one line, before any output is written."""
-        if self.extractor == "spacy":
-            spacy = SpacyEntityExtractor(load_spacy_pipeline())
-            return spacy.extract_mentions(docs, ontology, progress), {"extractor": "spacy"}
-        config = self.llm_config()
-        llm = LLMEntityExtractor(config, domain, client=ChatClient(config))
+        extractor = self.settings().extractor_for(domain)
         try:
-            result = llm.extract_mentions(docs, ontology)
+            result = extractor.extract_mentions(docs, ontology, progress)
         except (LLMAuthError, LLMUnavailableError) as exc:
             raise dg.Failure(f"{type(exc).__name__}: {exc}") from None
         finally:
-            llm.close()
-        http = llm.client.stats if llm.client is not None else None
-        return result, {"extractor": "llm", "llm_model": config.model,
-                        **{f"llm_{k}": v for k, v in dataclasses.asdict(llm.stats).items()},
-                        "llm_http_attempts": http.requests if http else 0, "llm_retries": http.retries if http else 0}
+            extractor.close()
+        return result, extractor.figures()
 
 
 def build_resources() -> dict[str, object]:
@@ -333,8 +327,8 @@ def build_resources() -> dict[str, object]:
             **{field: env_or(name, "") or None for field, name in UMLS_OPTION_SETTINGS.items()}),
         "entity_extractor": EntityExtractorResource(
             extractor=env_or(ENTITY_EXTRACTOR_ENV, "spacy"),
-            **{f"llm_{name}": env_or(ENV_PREFIX + name.upper(), str(home / "llm_cache") if name == "cache_dir" else "")
-               or None for name in ENV_FIELDS}),
+            **{f"llm_{name}": env_or(ENV_PREFIX + name.upper(), str(default_llm_cache_dir()) if name == "cache_dir"
+                                     else "") or None for name in ENV_FIELDS}),
         "alerts": AlertsResource(webhook_url=env_or(WEBHOOK_ENV, "") or None, ui_url=env_or(UI_URL_ENV, "") or None),
         **source_resources(),
     }

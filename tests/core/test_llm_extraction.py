@@ -14,6 +14,7 @@ import polars as pl
 import pytest
 
 from meddevkg_core import schemas
+from meddevkg_core.errors import InputError
 from meddevkg_core.llm_client import (
     API_KEY_ENV,
     ChatClient,
@@ -24,6 +25,7 @@ from meddevkg_core.llm_client import (
 )
 from meddevkg_core.llm_extraction import (
     EntityExtractor,
+    ExtractorSettings,
     LLMEntityExtractor,
     LLMUnavailableError,
     ReplyError,
@@ -459,3 +461,43 @@ def test_a_reply_echoing_the_key_never_puts_it_in_a_recorded_reason(fake, tmp_pa
     reasons = result.rejected["reason"].to_list()
     assert len(reasons) == 2 and "no text content" in reasons[0] and "not a chat completion" in reasons[1]
     assert not any(KEY[:6] in reason for reason in reasons), reasons
+
+
+# ------------------------------------------------------------------ the choice of extractor
+
+
+def test_the_extractor_settings_are_read_once_for_every_path(fake, tmp_path, monkeypatch, onto):
+    # the Dagster resource built the LLM extractor from MEDDEVKG_LLM_* itself: `meddevkg run` had no way to
+    monkeypatch.setenv("MEDDEVKG_HOME", str(tmp_path))
+    spacy = ExtractorSettings.read("spacy", {"MEDDEVKG_LLM_TIMEOUT": "soon"})  # not read for spaCy
+    assert (spacy.extractor, spacy.llm) == ("spacy", None)
+    assert isinstance(spacy.extractor_for("patent"), SpacyEntityExtractor)
+    assert spacy.extractor_for("device").figures() == {"extractor": "spacy"}
+    settings = ExtractorSettings.read("llm", {"MEDDEVKG_LLM_BASE_URL": fake.base_url, "MEDDEVKG_LLM_MODEL": "m",
+                                              "MEDDEVKG_LLM_API_KEY": KEY, "MEDDEVKG_LLM_TIMEOUT": "",
+                                              "MEDDEVKG_LLM_MAX_RETRIES": "0", "PATH": "/bin"})
+    assert settings.llm is not None and settings.llm.cache_dir == tmp_path / "llm_cache"
+    assert settings.llm.timeout == 60.0 and settings.llm.max_retries == 0  # empty is unset
+    assert KEY not in repr(settings) and KEY not in settings.model_dump_json()
+    extractors = settings.extractors()
+    assert {d: e.prompt.id for d, e in extractors.items()} == {"device": "device_entities_v1",
+                                                               "patent": "patent_entities_v1"}
+    assert extractors["device"].figures()["llm_requests"] == 0
+    extractors["device"].extract_mentions(docs(("P1", DEVICE_TEXT)), onto)
+    extractors["device"].close()
+    figures = extractors["device"].figures()
+    assert (figures["extractor"], figures["llm_model"], figures["llm_requests"], figures["llm_http_attempts"]) == (
+        "llm", "m", 1, 1)
+    assert KEY not in json.dumps(figures)
+
+
+@pytest.mark.parametrize(("extractor", "settings", "message"), [
+    ("gpt", {}, "MEDDEVKG_ENTITY_EXTRACTOR='gpt': expected one of spacy, llm"),
+    ("llm", {"MEDDEVKG_LLM_API_KEY": KEY},
+     "LLM extraction needs MEDDEVKG_LLM_BASE_URL and MEDDEVKG_LLM_MODEL to be set"),
+    ("llm", {"MEDDEVKG_LLM_BASE_URL": "http://x/v1", "MEDDEVKG_LLM_MODEL": "m", "MEDDEVKG_LLM_TIMEOUT": "soon"},
+     "MEDDEVKG_LLM_TIMEOUT: Input should be a valid number, unable to parse string as a number")])
+def test_a_wrong_extractor_setting_is_refused_in_one_line_naming_its_variable(extractor, settings, message):
+    with pytest.raises(InputError) as refusal:
+        ExtractorSettings.read(extractor, settings)
+    assert str(refusal.value) == message
