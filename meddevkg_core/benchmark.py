@@ -37,7 +37,17 @@ from meddevkg_core.curves import pairs_for_recall
 from meddevkg_core.device_activity import GRANTED_AFTER_LAST_DECISION, dormant
 from meddevkg_core.embeddings import embedding_matrix
 from meddevkg_core.evaluation import evaluate_links
-from meddevkg_core.pipeline import LinkRun, Models, PreparedCorpus, Timer, link, market_company_matches, notes, prepare
+from meddevkg_core.pipeline import (
+    LinkRun,
+    Models,
+    PreparedCorpus,
+    Timer,
+    extraction_figures,
+    link,
+    market_company_matches,
+    notes,
+    prepare,
+)
 from meddevkg_core.plots import plot_rank_distribution, plot_recall_volume
 from meddevkg_core.ranking import pipeline_runs
 from meddevkg_core.report import render_markdown
@@ -294,6 +304,7 @@ def run_benchmark(corpus: Corpus, models: Models, config: PipelineConfig, out: s
             "category_rules": [list(r) for r in CATEGORY_RULES],
             "config": json.loads(config.model_dump_json()),
             "embedding_model": models.encoder.model_id,
+            "entity_extraction": extraction_figures(models),
             "notes": notes(models),
             "versions": _versions(),
             "timings_s": {**timer.seconds, "total": round(time.perf_counter() - started, 1)},

@@ -208,6 +208,8 @@ class PipelineResult:
     notes: list[str] = field(default_factory=list)
     text_repairs: pl.DataFrame = field(default_factory=lambda: schemas.empty(schemas.TEXT_REPAIRS))
     config: PipelineConfig = field(default_factory=PipelineConfig)
+    entity_extraction: dict[str, dict[str, str | int | float]] = field(default_factory=dict)
+    """extraction_figures of the run: which extractor ran on each domain, and an LLM's model and counts."""
 
 
 def run_pipeline(corpus: Corpus, models: Models, config: PipelineConfig | None = None,
@@ -222,7 +224,13 @@ def run_pipeline(corpus: Corpus, models: Models, config: PipelineConfig | None =
     return PipelineResult(run.candidates, run.links, run.cross_encoder_scores, run.models, evaluation,
                           prepared.rejected, prepared.device_mentions, prepared.patent_mentions,
                           prepared.company_matches, timer.seconds, notes(models),
-                          corpus.text_repairs, config)
+                          corpus.text_repairs, config, extraction_figures(models))
+
+
+def extraction_figures(models: Models) -> dict[str, dict[str, str | int | float]]:
+    """By domain, the extractor that ran and, for an LLM, its model and counts (as the entity assets'
+    metadata has them): a run's summary says how its mentions were made."""
+    return {domain: extractor.figures() for domain, extractor in models.entity_extractors.items()}
 
 
 def notes(models: Models) -> list[str]:
@@ -242,7 +250,7 @@ def write_result(result: PipelineResult, out: str | Path, corpus_root: Path | No
               "company_matches": result.company_matches, "text_repairs": result.text_repairs,
               "reranker_model": result.model.to_frame()}
     summary = {"evaluation": result.evaluation.model_dump(), "timings_s": result.timings, "notes": result.notes,
-               "text_repairs": repair_counts(result.text_repairs),
+               "text_repairs": repair_counts(result.text_repairs), "entity_extraction": result.entity_extraction,
                "reranker": {"threshold": result.model.full.threshold,
                             "n_train_pairs": result.model.full.n_train_pairs,
                             "n_train_devices": result.model.full.n_train_devices,

@@ -42,6 +42,22 @@ def _dossiers(corpus: dict) -> str:
             "devices (--fda-pma)." + dates)
 
 
+def entities_line(by_domain: dict | None) -> str:
+    """Stage 1's extractor of each domain (pipeline.extraction_figures), with an LLM's model and what it was
+    asked and failed on: for the benchmark report and `meddevkg run`'s last lines."""
+    if not by_domain:
+        return "extractor not recorded"
+    parts = []
+    for domain, f in by_domain.items():
+        if f.get("extractor") != "llm":
+            parts.append(f"{domain} {f.get('extractor')}")
+            continue
+        parts.append(f"{domain} LLM `{f['llm_model']}` ({f['llm_documents']} documents, {f['llm_requests']} "
+                     f"requests, {f['llm_cache_hits']} from the cache, {f['llm_failed_documents']} failed, "
+                     f"{f['llm_rejected_entities']} of {f['llm_entities']} entities rejected)")
+    return "; ".join(parts)
+
+
 def _repairs(corpus: dict) -> str:
     repairs = corpus.get("text_repairs") or {}
     if not repairs.get("devices"):
@@ -81,7 +97,8 @@ def render_markdown(report: dict) -> str:
         f"Corpus `{c['path']}`: {c['devices']} devices x {c['patents']} patents = {c['pairs']:,} pairs; "
         f"{c['gold_pairs']} gold pairs over {c['gold_devices']} devices; {c['rejected_rows']} rejected rows. "
         + _dossiers(c) + _repairs(c),
-        f"Protocol: {report['protocol']}. Embeddings: `{report.get('embedding_model', 'not recorded')}`.",
+        f"Protocol: {report['protocol']}. Embeddings: `{report.get('embedding_model', 'not recorded')}`. "
+        f"Entities: {entities_line(report.get('entity_extraction'))}.",
         "## Ranking over the whole corpus (gold devices, out-of-fold)",
         "R@K micro over gold pairs; MRR over gold devices; share@R90/95/99 = share of all pairs a global "
         "threshold must keep to reach that recall.",

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from meddevkg_core.app_store import AppTables
     from meddevkg_core.config import CrossEncoderConfig, PipelineConfig
     from meddevkg_core.corpus import Corpus
+    from meddevkg_core.llm_extraction import ExtractorSettings
+    from meddevkg_core.pipeline import Models
 
 
 def _prepare_instance_home() -> Path:
@@ -229,20 +231,21 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
 
 
-def _models(args: argparse.Namespace, config: PipelineConfig):
+def _models(args: argparse.Namespace, config: PipelineConfig, extraction: ExtractorSettings):
     """The models `run` and `benchmark` load from their options (whose defaults are the MEDDEVKG_* settings)."""
     return load_models(Path(args.corpus), config.cross_encoder, args.device,
                        Path(args.embedding_cache) if args.embedding_cache else home_dir() / "embedding_cache",
-                       args.embedding_model, args.embedding_backend)
+                       args.embedding_model, args.embedding_backend, extraction)
 
 
 def load_models(corpus_dir: Path, cross_encoder: CrossEncoderConfig, device: str, cache_dir: Path | None,
-                embedding_model: str | None = None, embedding_backend: str | None = None):
+                embedding_model: str | None = None, embedding_backend: str | None = None,
+                extraction: ExtractorSettings | None = None) -> Models:
+    """`extraction` (default spaCy) chooses Stage 1's extractor, as the entity_extractor resource does."""
     from meddevkg_core.companies import CompanyResolver
     from meddevkg_core.cross_encoder import load_cross_encoder
     from meddevkg_core.embeddings import EmbeddingCache, load_embedding_model
-    from meddevkg_core.entities import load_spacy_pipeline
-    from meddevkg_core.llm_extraction import spacy_extractors
+    from meddevkg_core.llm_extraction import ExtractorSettings
     from meddevkg_core.packaged_models import default_models_dir
     from meddevkg_core.pipeline import Models
     from meddevkg_core.terminologies import TerminologyConfig, load_ontology
@@ -264,7 +267,7 @@ def load_models(corpus_dir: Path, cross_encoder: CrossEncoderConfig, device: str
     with _models_named_by_their_options():
         scorer = load_cross_encoder(cross_encoder, device=device)
     return Models(
-        encoder=encoder, entity_extractors=spacy_extractors(load_spacy_pipeline()),
+        encoder=encoder, entity_extractors=(extraction or ExtractorSettings()).extractors(),
         ontology=ontology.ontology, ontology_rejected=ontology.rejected, resolver=resolver,
         cross_encoder=scorer, embedding_cache=EmbeddingCache(cache_dir) if cache_dir else None)
 
@@ -319,6 +322,35 @@ def _exit_on_untrainable_gold(path: str) -> Iterator[None]:
         raise SystemExit(f"{path}: {exc}") from exc
 
 
+def _extractor_settings(args: argparse.Namespace) -> ExtractorSettings:
+    """Stage 1's extractor: --entity-extractor (default $MEDDEVKG_ENTITY_EXTRACTOR) and, for `llm`, the
+    MEDDEVKG_LLM_* variables, read as the entity_extractor resource reads them; a missing or malformed one is an
+    InputError naming its variable."""
+    from meddevkg_core.llm_extraction import ExtractorSettings
+
+    settings = ExtractorSettings.read(args.entity_extractor, os.environ)
+    if settings.llm is not None:  # the key is never printed, nor the URL (it may hold a token)
+        print(f"entity extraction: LLM {settings.llm.model!r}, replies cached in {settings.llm.cache_dir}")
+    return settings
+
+
+@contextmanager
+def _exit_on_llm_failure(models: Models | None) -> Iterator[None]:
+    """An LLM endpoint that refuses the key or answers none of the documents ends the command in one line,
+    before any output is written (the Dagster step fails with the same line); the extractors' HTTP clients
+    are closed however the run ends."""
+    from meddevkg_core.llm_client import LLMAuthError
+    from meddevkg_core.llm_extraction import LLMUnavailableError
+
+    try:
+        yield
+    except (LLMAuthError, LLMUnavailableError) as exc:
+        raise SystemExit(f"{type(exc).__name__}: {exc}") from None
+    finally:
+        for extractor in (models.entity_extractors.values() if models is not None else ()):
+            extractor.close()
+
+
 def pipeline_config(args: argparse.Namespace) -> PipelineConfig:
     """The method's settings: `--config FILE`, else $MEDDEVKG_PIPELINE_CONFIG (JSON, as Dagster reads
     it), else the defaults; the cross-encoder options, when given, choose its model and backend."""
@@ -343,18 +375,22 @@ def _run(args: argparse.Namespace) -> int:
     from meddevkg_core.corpus import read_corpus
     from meddevkg_core.dossier import with_supplements
     from meddevkg_core.pipeline import run_pipeline, write_result
+    from meddevkg_core.report import entities_line
 
     _checked_model_choices(args)
+    extraction = _extractor_settings(args)  # an LLM without its endpoint is refused before the corpus is read
     config = pipeline_config(args)  # a bad --config is refused before the corpus is read
     corpus = with_supplements(read_corpus(args.corpus), args.fda_pma)
     print(f"corpus {args.corpus}: {corpus.devices.height} devices, {corpus.patents.height} patents, "
           f"{corpus.gold_links.height} gold pairs, {corpus.rejected.height} rejected rows")
     _require_trainable_gold(corpus, args.corpus)
     check_writable_directory(args.out)  # before the pipeline, not after it
-    models = _models(args, config)
-    with _exit_on_untrainable_gold(args.corpus):
+    models = _models(args, config, extraction)
+    with _exit_on_untrainable_gold(args.corpus), _exit_on_llm_failure(models):
         result = run_pipeline(corpus, models, config)
     out = write_result(result, args.out, corpus.root)
+    if extraction.llm is not None:  # spaCy's run prints what it always did
+        print(f"entity extraction: {entities_line(result.entity_extraction)}")
     ev = result.evaluation
     print(f"\nwrote {out}: {ev.pool_size} candidates ({_pct(ev.pool_share_of_pairs)} of pairs, "
           f"gold recall {_pct(ev.pool_recall)}), {ev.n_links} links ({_pct(ev.link_share_of_pairs)} of pairs, "
@@ -373,13 +409,14 @@ def _benchmark(args: argparse.Namespace) -> int:
     if args.fda_approval_dates and not args.fda_pma:  # a usage error, before any file is read
         raise SystemExit("--fda-approval-dates reads the approvals from --fda-pma: give both")
     _checked_model_choices(args)
+    extraction = _extractor_settings(args)  # an LLM without its endpoint is refused before any file is read
     config = pipeline_config(args)  # a bad --config is refused before the corpus and FDA records are read
     # one read of the FDA records: the supplements, and with --fda-approval-dates the approvals too
     corpus = with_supplements(read_corpus(args.corpus), args.fda_pma, approval_dates=args.fda_approval_dates)
     _require_trainable_gold(corpus, args.corpus)
     check_writable_directory(args.out)  # before the models are loaded
-    models = _models(args, config)
-    with _exit_on_untrainable_gold(args.corpus):
+    models = _models(args, config, extraction)
+    with _exit_on_untrainable_gold(args.corpus), _exit_on_llm_failure(models):
         result = run_benchmark(corpus, models, config, args.out, ablations=not args.no_ablations)
     print((Path(args.out) / "report.md").read_text())
     print(f"wrote {args.out}: candidates.parquet, links.parquet, rankings.parquet, report.json, report.md, plots/")
@@ -524,16 +561,19 @@ def _select_devices(args: argparse.Namespace) -> int:
 
 CROSS_ENCODER_BACKENDS = ("sentence-transformers", "flagembedding")
 """cross_encoder.BACKENDS, named here so that every command does not import the models' modules to start."""
+ENTITY_EXTRACTOR_ENV, ENTITY_EXTRACTORS = "MEDDEVKG_ENTITY_EXTRACTOR", ("spacy", "llm")
+"""llm_extraction's, named here for the same reason."""
 MODEL_CHOICES = {"cross_encoder_backend": ("MEDDEVKG_CROSS_ENCODER_BACKEND", CROSS_ENCODER_BACKENDS),
-                 "device": ("MEDDEVKG_DEVICE", DEVICES), "embedding_backend": ("MEDDEVKG_EMBEDDING_BACKEND", BACKENDS)}
+                 "device": ("MEDDEVKG_DEVICE", DEVICES), "embedding_backend": ("MEDDEVKG_EMBEDDING_BACKEND", BACKENDS),
+                 "entity_extractor": (ENTITY_EXTRACTOR_ENV, ENTITY_EXTRACTORS)}
 """The model options that take one of a few words, by argument name: the variable of their default, the words."""
 
 
 def _checked_model_choices(args: argparse.Namespace) -> None:
     """argparse holds a command-line value to its option's choices but not a default, which these options take
     from a variable: a value outside them there failed in a traceback once the corpus was read."""
-    for name, (variable, choices) in MODEL_CHOICES.items():
-        if (value := getattr(args, name)) is not None and value not in choices:
+    for name, (variable, choices) in MODEL_CHOICES.items():  # pairs-cv extracts no entities
+        if (value := getattr(args, name, None)) is not None and value not in choices:
             raise SystemExit(f"{variable}={value!r}: expected one of {', '.join(choices)} "
                              f"(the default of --{name.replace('_', '-')})")
 
@@ -559,6 +599,14 @@ def _add_model_options(p: argparse.ArgumentParser, *, cache: bool = True) -> Non
         p.add_argument("--embedding-cache", default=os.environ.get("MEDDEVKG_EMBEDDING_CACHE"),
                        help="directory of cached embeddings (default $MEDDEVKG_EMBEDDING_CACHE, else "
                             "$MEDDEVKG_HOME/embedding_cache)")
+
+
+def _add_entity_extractor_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--entity-extractor", choices=ENTITY_EXTRACTORS,
+                   default=os.environ.get(ENTITY_EXTRACTOR_ENV) or "spacy",
+                   help=f"Stage 1's entity extractor (default ${ENTITY_EXTRACTOR_ENV}, else spacy): spacy, offline, "
+                        "or llm, the paper's prompts over the OpenAI-compatible API that MEDDEVKG_LLM_BASE_URL, "
+                        "MEDDEVKG_LLM_MODEL and MEDDEVKG_LLM_API_KEY name")
 
 
 def _default_db() -> Path:
@@ -863,6 +911,7 @@ def main(argv: list[str] | None = None) -> int:
     _add_fda_pma_option(run, "the dossier_lexical score; without it that score is missing")
     _add_config_option(run)
     _add_model_options(run)
+    _add_entity_extractor_option(run)
     run.set_defaults(func=_run)
     bench = sub.add_parser("benchmark", help="full pipeline, out-of-fold evaluation, baselines, ablations, report")
     bench.add_argument("--corpus", required=True, help="corpus directory with gold_links")
@@ -876,6 +925,7 @@ def main(argv: list[str] | None = None) -> int:
                        help="date the corpus's devices by their FDA approval from --fda-pma, as openFDA's PMA "
                        "documents are on the live path: the company match's deal windows read them")
     _add_model_options(bench)
+    _add_entity_extractor_option(bench)
     bench.set_defaults(func=_benchmark)
     cmp = sub.add_parser("compare-runs", help="two sets of benchmark runs compared gold device by gold device, "
                          "with a Wilcoxon signed-rank test")

@@ -54,6 +54,8 @@ def test_writes_every_file_of_the_contract(demo_run):
     assert {"without_company", "without_vector", "without_entity", "without_rescue"} <= set(report["ablations"])
     assert report["protocol"].startswith("5 device-grouped folds over gold devices (devices not shuffled)")
     assert "## Ablations" in (out / "report.md").read_text()
+    assert report["entity_extraction"] == {"device": {"extractor": "spacy"}, "patent": {"extractor": "spacy"}}
+    assert "Entities: device spacy; patent spacy." in (out / "report.md").read_text()
     # without the company relations that were added after reading the gold, beside the main figures
     owned = report["sensitivity"]["company_ownership_only"]
     assert {"R@10", "R@100", "MRR", "macro_R@10", "link_recall", "link_share_of_pairs",

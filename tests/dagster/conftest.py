@@ -27,6 +27,7 @@ from meddevkg_dagster.resources import (
     SourcesResource,
     TerminologiesResource,
 )
+from tests.fake_llm import serve_llm
 
 ASSETS = dg.load_assets_from_modules([sources, features, linking, outputs])
 
@@ -101,3 +102,10 @@ class Harness:
 @pytest.fixture
 def harness(tmp_path) -> Harness:
     return Harness(tmp_path, demo_corpus_dir())
+
+
+@pytest.fixture
+def llm(fake_source, monkeypatch, tmp_path):
+    """MEDDEVKG_ENTITY_EXTRACTOR=llm against a fake endpoint (tests/fake_llm.py), as build_resources and
+    `meddevkg run` read it."""
+    return serve_llm(fake_source, monkeypatch, tmp_path / "llm_cache")

@@ -3,6 +3,7 @@ import os
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -491,7 +492,7 @@ def test_the_embedding_backend_setting_reaches_run_and_benchmark_and_pairs_cv_ha
     monkeypatch.setenv("MEDDEVKG_EMBEDDING_BACKEND", "onnx-int8")  # as the Dagster resource reads it
     main(base)
     main([*base, "--embedding-backend", "torch-int8"])
-    assert [args[-1] for args in loaded] == ["onnx-int8", "torch-int8"]
+    assert [args[5] for args in loaded] == ["onnx-int8", "torch-int8"]  # load_models's embedding_backend
     with pytest.raises(SystemExit) as usage:  # pairs-cv encodes once per run and keeps no cache
         main(["pairs-cv", "--pairs", "x.parquet", "--out", str(tmp_path), "--embedding-cache", str(tmp_path)])
     assert usage.value.code == 2  # argparse's "unrecognized arguments"
@@ -746,3 +747,145 @@ def test_the_counts_and_seeds_of_the_benchmarks_say_what_they_are_and_their_defa
     after = help_text.split(f"{option} {option[2:].upper()} ", 1)[1]
     described = re.split(r" --?[a-z][a-z-]* [A-Z_]{2,} ", after, maxsplit=1)[0]
     assert re.match(rf"\w.* \(.*default {default}\b[^)]*\)", described), described
+
+
+FAST_RERANK = '{"rerank": {"n_estimators": 10, "folds": 2, "bagging": 1}}'
+"""A Stage 3 that trains in a second: these tests are about Stage 1."""
+
+
+def _llm_corpus(root: Path) -> list[str]:
+    """Six devices and twelve patents whose texts hold fake_llm.TERMS, with gold for every device, and the
+    options of a run of it in seconds."""
+    root.mkdir()
+    (root / "devices.csv").write_text(
+        "fda_id,text\nP1,A drug-eluting coronary stent system on a balloon catheter.\n"
+        "P2,An implantable pacemaker with a pacing electrode.\nP3,A balloon catheter for angioplasty.\n"
+        "P4,A pacemaker lead with a steroid electrode.\nP5,A self-expanding stent for the iliac artery.\n"
+        "P6,An ablation catheter with an irrigated electrode.\n")
+    (root / "patents.csv").write_text(
+        "pat_id,text\n1,A stent with a drug coating delivered by a balloon catheter.\n2,A pacemaker with an "
+        "electrode lead.\n3,A balloon catheter with a tapered tip.\n4,A dental implant.\n5,An electrode for cardiac "
+        "pacing.\n6,A nitinol stent.\n7,A catheter handle.\n8,A hip prosthesis.\n9,A pacemaker battery.\n"
+        "10,A catheter with an ablation electrode.\n11,A contact lens.\n12,A stent graft for aneurysm.\n")
+    (root / "gold_links.csv").write_text("fda_id,pat_id\nP1,1\nP2,2\nP3,3\nP4,5\nP5,6\nP6,10\n")
+    config = root.parent / "fast.json"
+    config.write_text(FAST_RERANK)
+    return ["--corpus", str(root), "--embedding-model", "hashing", "--config", str(config)]
+
+
+def test_run_with_the_llm_extractor_takes_its_mentions_from_the_replies_and_records_it(tmp_path, llm, monkeypatch,
+                                                                                        capsys):
+    # `run` and `benchmark` extracted with spaCy whatever MEDDEVKG_ENTITY_EXTRACTOR said: the LLM was Dagster's only
+    import polars as pl
+
+    from tests.fake_llm import KEY, MODEL, TERMS
+
+    monkeypatch.setenv("MEDDEVKG_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("MEDDEVKG_ENTITY_EXTRACTOR")  # the option chooses it
+    base, out = _llm_corpus(tmp_path / "corpus"), tmp_path / "out"
+    assert main(["run", *base, "--out", str(out), "--entity-extractor", "llm"]) == 0
+    printed = capsys.readouterr()
+    assert len(llm.requests) == 6 + 12  # one per document
+    devices, patents = (pl.read_parquet(out / f"{d}_mentions.parquet") for d in ("device", "patent"))
+    assert set(devices["doc_id"]) == {f"P{i}" for i in range(1, 7)} and patents.height > 0
+    assert set(devices["norm"]) | set(patents["norm"]) <= set(TERMS)  # the replies' names, not spaCy's phrases
+    entities = pl.read_parquet(out / "rejected_records.parquet").filter(pl.col("source") == "entities")
+    assert entities.height == 18 and set(entities["reason"]) == {"span not found in text"}  # one per document
+    summary = json.loads((out / "summary.json").read_text())
+    device, patent = summary["entity_extraction"]["device"], summary["entity_extraction"]["patent"]
+    assert (device["extractor"], device["llm_model"], device["llm_documents"], device["llm_requests"],
+            device["llm_rejected_entities"], patent["llm_requests"]) == ("llm", MODEL, 6, 6, 6, 12)
+    assert "[device_entities]: 6/6 documents (100%)" in printed.out
+    assert f"entity extraction: device LLM `{MODEL}` (6 documents, 6 requests, 0 from the cache" in printed.out
+    assert KEY not in printed.out + printed.err
+    assert not [p.name for p in out.iterdir() if KEY.encode() in p.read_bytes()]
+
+    monkeypatch.setenv("MEDDEVKG_ENTITY_EXTRACTOR", "llm")  # the option's default: a re-run asks nothing
+    assert main(["run", *base, "--out", str(out)]) == 0
+    assert len(llm.requests) == 18
+    device = json.loads((out / "summary.json").read_text())["entity_extraction"]["device"]
+    assert (device["llm_requests"], device["llm_cache_hits"]) == (0, 6)
+    assert pl.read_parquet(out / "device_mentions.parquet").equals(devices)
+    capsys.readouterr()
+
+    assert main(["run", *base, "--out", str(out), "--entity-extractor", "spacy"]) == 0  # the option wins
+    assert len(llm.requests) == 18
+    assert json.loads((out / "summary.json").read_text())["entity_extraction"] == {
+        "device": {"extractor": "spacy"}, "patent": {"extractor": "spacy"}}
+    assert "entity extraction:" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", ["run", "benchmark"])
+@pytest.mark.parametrize("fault", ["no endpoint", "refused key"])
+def test_an_llm_endpoint_that_answers_nothing_ends_the_command_in_one_line_writing_nothing(tmp_path, llm, monkeypatch,
+                                                                                           command, fault):
+    from tests.fake_llm import KEY
+
+    monkeypatch.setenv("MEDDEVKG_HOME", str(tmp_path / "home"))
+    if fault == "no endpoint":
+        with socket.socket() as s:  # a port nothing listens on
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        monkeypatch.setenv("MEDDEVKG_LLM_BASE_URL", f"http://127.0.0.1:{port}/v1")
+    else:
+        llm.inject("/v1/chat/completions", 401)
+    out = tmp_path / "new" / "out"
+    with pytest.raises(SystemExit) as failure:
+        main([command, *_llm_corpus(tmp_path / "corpus"), "--out", str(out)])
+    message = str(failure.value)
+    if fault == "no endpoint":  # five devices in a row failed, as the Dagster step would have
+        assert re.fullmatch(r"LLMUnavailableError: 5 documents in a row failed; last: .*127\.0\.0\.1.*", message)
+    else:
+        assert message.startswith("LLMAuthError: LLM endpoint ") and "(HTTP 401); set MEDDEVKG_LLM_API_KEY" in message
+    assert "\n" not in message and KEY not in message
+    assert not out.parent.exists()
+
+
+def test_an_unknown_extractor_or_an_llm_without_its_endpoint_is_refused_before_any_file_is_read(tmp_path, monkeypatch,
+                                                                                                capsys):
+    import meddevkg_core.corpus
+    from meddevkg_core import llm_extraction
+    from meddevkg_dagster.cli import ENTITY_EXTRACTOR_ENV, ENTITY_EXTRACTORS
+
+    monkeypatch.setattr(meddevkg_core.corpus, "read_corpus", lambda *a: pytest.fail("the corpus was read"))
+    for name in ("MEDDEVKG_LLM_BASE_URL", "MEDDEVKG_LLM_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MEDDEVKG_LLM_API_KEY", "sk-secret")
+    for command in ("run", "benchmark"):
+        argv = [command, "--corpus", str(tmp_path), "--out", str(tmp_path / "out")]
+        monkeypatch.setenv("MEDDEVKG_ENTITY_EXTRACTOR", "gpt")
+        with pytest.raises(SystemExit, match=re.escape(
+                "MEDDEVKG_ENTITY_EXTRACTOR='gpt': expected one of spacy, llm (the default of --entity-extractor)")):
+            main(argv)
+        with pytest.raises(SystemExit) as usage:
+            main([*argv, "--entity-extractor", "gpt"])
+        assert usage.value.code == 2  # argparse's "invalid choice"
+        capsys.readouterr()
+        monkeypatch.setenv("MEDDEVKG_ENTITY_EXTRACTOR", "llm")
+        assert main(argv) == 1
+        assert capsys.readouterr().err == ("LLM extraction needs MEDDEVKG_LLM_BASE_URL and MEDDEVKG_LLM_MODEL to "
+                                           "be set\n")
+        monkeypatch.setenv("MEDDEVKG_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+        monkeypatch.setenv("MEDDEVKG_LLM_MODEL", "m")
+        monkeypatch.setenv("MEDDEVKG_LLM_TIMEOUT", "soon")
+        assert main([*argv, "--entity-extractor", "llm"]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("MEDDEVKG_LLM_TIMEOUT: ") and err.count("\n") == 1 and "sk-secret" not in err
+        for name in ("MEDDEVKG_LLM_BASE_URL", "MEDDEVKG_LLM_MODEL", "MEDDEVKG_LLM_TIMEOUT"):
+            monkeypatch.delenv(name)
+    assert (ENTITY_EXTRACTOR_ENV, ENTITY_EXTRACTORS) == (llm_extraction.ENTITY_EXTRACTOR_ENV,
+                                                         llm_extraction.ENTITY_EXTRACTORS)
+
+
+def test_benchmark_with_the_llm_extractor_reports_it(tmp_path, llm, monkeypatch, capsys):
+    from tests.fake_llm import KEY, MODEL
+
+    monkeypatch.setenv("MEDDEVKG_HOME", str(tmp_path / "home"))
+    out = tmp_path / "out"
+    assert main(["benchmark", *_llm_corpus(tmp_path / "corpus"), "--out", str(out), "--no-ablations"]) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert (report["entity_extraction"]["patent"]["llm_model"], report["entity_extraction"]["patent"]["llm_requests"],
+            report["corpus"]["rejected_rows"]) == (MODEL, 12, 18)  # a hallucinated span per document
+    assert f"Entities: device LLM `{MODEL}` (6 documents, 6 requests, 0 from the cache, 0 failed, 6 of " in (
+        out / "report.md").read_text()
+    assert KEY not in capsys.readouterr().out and not [p for p in out.rglob("*.*") if KEY.encode() in p.read_bytes()]

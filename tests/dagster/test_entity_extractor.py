@@ -1,5 +1,5 @@
 """Stage 1 under Dagster with the LLM extractor (MEDDEVKG_ENTITY_EXTRACTOR=llm), against a fake
-OpenAI-compatible endpoint on 127.0.0.1 (tests/fake_source_server.py): grounded mentions, the
+OpenAI-compatible endpoint on 127.0.0.1 (tests/fake_llm.py, the `llm` fixture): grounded mentions, the
 quarantined rejects, the run's figures, and the key kept out of every event."""
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ import re
 import socket
 
 import dagster as dg
-import pytest
 from dagster._serdes import serialize_value
 
 from meddevkg_core.corpus import read_corpus
@@ -18,36 +17,12 @@ from meddevkg_core.pipeline import documents
 from meddevkg_dagster.cli import run_failure
 from meddevkg_dagster.jobs import ONTOLOGY_ASSETS
 from meddevkg_dagster.resources import build_resources
+from tests.fake_llm import HALLUCINATED, KEY
 
-KEY = "sk-test-SECRET-5678"
-TERMS = ("stent", "balloon", "catheter", "electrode", "pacemaker")
-HALLUCINATED = "bioresorbable vascular scaffold"
 DEVICE_STEP = dg.AssetSelection.assets("pma_documents", "pma_quarantine", "pma_supplements", "device_entities",
                                        "device_entity_quarantine") | ONTOLOGY_ASSETS
 PATENT_STEP = dg.AssetSelection.assets("patents", "patent_quarantine", "patent_entities",
                                        "patent_entity_quarantine") | ONTOLOGY_ASSETS
-
-
-def _chat(path, query, headers, body):
-    """The terms of TERMS in the document, and one span that is not in it."""
-    text = json.loads(body)["messages"][-1]["content"].lower()
-    found = [{"span": t, "type": "LINK_COMPONENT", "standardized_name": t.title()} for t in TERMS if t in text]
-    entities = [*found, {"span": HALLUCINATED, "type": "LINK_COMPONENT", "standardized_name": "Scaffold"}]
-    content = json.dumps({"entities": entities})
-    return 200, {"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}
-
-
-@pytest.fixture
-def llm(fake_source, monkeypatch, tmp_path):
-    """MEDDEVKG_ENTITY_EXTRACTOR=llm against the fake endpoint, as build_resources reads it."""
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    fake_source.route("/v1/chat/completions", _chat)
-    for name, value in {"ENTITY_EXTRACTOR": "llm", "LLM_BASE_URL": fake_source.url + "/v1", "LLM_MODEL": "fake-model",
-                        "LLM_API_KEY": KEY, "LLM_CACHE_DIR": str(tmp_path / "llm_cache"),
-                        "LLM_REQUESTS_PER_MINUTE": "60000", "LLM_MAX_RETRIES": "0"}.items():
-        monkeypatch.setenv("MEDDEVKG_" + name, value)
-    return fake_source
 
 
 def _extractor_from_env(harness):
