@@ -13,6 +13,10 @@ from meddevkg_dagster.lib import log_progress, stopwatch, stored_table, table_me
 from meddevkg_dagster.partitions import DEVICE_PARTITIONED, YEAR_PARTITIONED
 from meddevkg_dagster.resources import DUCKDB_POOL, GPU_TAG, EmbeddingModelResource, EntityExtractorResource
 
+ENTITY_KINDS = {"spacy", "llm", "duckdb"}
+"""Both extractors: kinds are fixed as the definitions are built, and the entity_extractor resource chooses
+between them per run (MEDDEVKG_ENTITY_EXTRACTOR); each materialisation's `extractor` metadata says which ran."""
+
 
 def _by_device(schema: pl.Schema) -> dict[str, object]:
     return stored_table(schema, partition_expr="doc_id")
@@ -55,7 +59,7 @@ def _quarantine_out(what: str, metadata: dict[str, object]) -> dg.AssetOut:
 
 @dg.multi_asset(
     outs={"device_entities": dg.AssetOut(
-              group_name="entities", kinds={"spacy", "duckdb"}, metadata=_by_device(schemas.MENTIONS),
+              group_name="entities", kinds=ENTITY_KINDS, metadata=_by_device(schemas.MENTIONS),
               description="Grounded COMPONENT/MECHANISM mentions in device texts, mapped to MedDevOnto concepts."),
           "device_entity_quarantine": _quarantine_out(
               "device texts", stored_table(schemas.REJECTED_RECORDS, partition_expr="record_key"))},
@@ -68,7 +72,7 @@ def device_entities(context: dg.AssetExecutionContext, pma_documents: pl.DataFra
 
 @dg.multi_asset(
     outs={"patent_entities": dg.AssetOut(
-              group_name="entities", kinds={"spacy", "duckdb"}, metadata=_by_patent_year(schemas.MENTIONS),
+              group_name="entities", kinds=ENTITY_KINDS, metadata=_by_patent_year(schemas.MENTIONS),
               description="Grounded COMPONENT/MECHANISM mentions in patent titles and abstracts, by grant year."),
           "patent_entity_quarantine": _quarantine_out(
               "patent texts", _by_patent_year(schemas.REJECTED_RECORDS))},

@@ -165,3 +165,13 @@ def test_spacy_is_the_default_extractor_and_the_llm_cache_is_under_meddevkg_home
     resource = build_resources()["entity_extractor"]
     assert resource.extractor == "spacy" and resource.llm_api_key is None
     assert resource.llm_cache_dir == str(tmp_path / "llm_cache")
+
+
+def test_the_entity_assets_kinds_name_both_extractors_the_resource_may_run():
+    # they said spacy alone, also when MEDDEVKG_ENTITY_EXTRACTOR=llm made every mention an LLM's
+    from meddevkg_dagster.assets.features import device_entities, patent_entities
+
+    for asset in (device_entities, patent_entities):
+        kinds = {str(key.path[-1]): spec.kinds for key, spec in asset.specs_by_key.items()}
+        assert {name: k for name, k in kinds.items() if "quarantine" not in name} == {
+            asset.op.name: {"spacy", "llm", "duckdb"}}
