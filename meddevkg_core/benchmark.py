@@ -11,7 +11,8 @@ import json
 import platform
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -51,7 +52,7 @@ from meddevkg_core.pipeline import (
 from meddevkg_core.plots import plot_rank_distribution, plot_recall_volume
 from meddevkg_core.ranking import pipeline_runs
 from meddevkg_core.report import render_markdown
-from meddevkg_core.rerank import FEATURE_SETS
+from meddevkg_core.rerank import FEATURE_SETS, RerankerTrainingError
 from meddevkg_core.text_repair import repair_counts
 
 CATEGORY_RULES: tuple[tuple[str, str], ...] = (
@@ -253,12 +254,16 @@ def run_benchmark(corpus: Corpus, models: Models, config: PipelineConfig, out: s
     ablation_figures = {}
     for name, cfg in (ablation_configs(config) if ablations else {}).items():
         # link figures only: the text adapter orders a device's pairs and decides nothing, so it is not trained
-        run = main if name == "full" else timer(f"ablation_{name}", link, prepared, models,
-                                                _without_adapter(cfg), quiet)
+        with _naming(f"ablation {name}"):
+            run = main if name == "full" else timer(f"ablation_{name}", link, prepared, models,
+                                                    _without_adapter(cfg), quiet)
         ev = evaluate_links(run.candidates, run.links, gold, n_dev, n_pat)
         ablation_figures[name] = {**_link_figures(ev), **hard_negative_fpr(run.links, gold)}
-    sensitivity = {"company_ownership_only": timer("sensitivity_company_ownership_only", company_relations_sensitivity,
-                                                   prepared, models, config, quiet)} if ablations else {}
+    sensitivity = {}
+    if ablations:
+        with _naming("sensitivity company_ownership_only"):
+            sensitivity["company_ownership_only"] = timer(
+                "sensitivity_company_ownership_only", company_relations_sensitivity, prepared, models, config, quiet)
     fixed = {}
     for theta in FIXED_THRESHOLDS:
         pool_cfg = config.candidates.model_copy(update={"admission_threshold": theta, "same_company_min_score": None})
@@ -312,6 +317,15 @@ def run_benchmark(corpus: Corpus, models: Models, config: PipelineConfig, out: s
         })
         _write(stage, main, rankings, report)
     return BenchmarkResult(report, main, rankings, prepared)
+
+
+@contextmanager
+def _naming(run: str) -> Iterator[None]:
+    """A rerun whose reranker cannot train says which rerun: its folds are not the main run's, which trained."""
+    try:
+        yield
+    except RerankerTrainingError as exc:
+        raise RerankerTrainingError(f"{run}: {exc}") from exc
 
 
 def company_relations_sensitivity(prepared: PreparedCorpus, models: Models, config: PipelineConfig,

@@ -373,6 +373,32 @@ class RerankerTrainingError(ValueError):
     """The gold cannot train Stage 3 (no positives and negatives in the pool, or too few devices)."""
 
 
+SHOWN_DEVICES = 5
+
+
+def require_both_classes(labeled: pl.DataFrame, model: str) -> None:
+    """Refuse a training set of one label, naming `model` and its devices, and what would fix it.
+
+    XGBoost given gold links alone stops with "Invalid classes inferred from unique values of y",
+    naming neither model nor pairs, and given no gold link it learns a model of nothing."""
+    positives = int((labeled["label"] == 1).sum())
+    negatives = labeled.height - positives
+    if positives and negatives:
+        return
+    devices = labeled["fda_id"].unique().sort().to_list()
+    shown = ", ".join(devices[:SHOWN_DEVICES]) + (f" and {len(devices) - SHOWN_DEVICES} more"
+                                                   if len(devices) > SHOWN_DEVICES else "")
+    if negatives == 0:
+        what = (f"{positives} gold links and no other pair", "give the corpus patents that are not gold links of "
+                "these devices (more patents than gold links), or more gold devices")
+    else:
+        what = (f"{negatives} pairs and no gold link", "give gold links of these devices that the Stage-2 pool "
+                "holds, or more gold devices")
+    raise RerankerTrainingError(
+        f"cannot train the reranker's {model}: its training pairs, of {len(devices)} "
+        f"device{'s' if len(devices) != 1 else ''} ({shown}), are {what[0]}, and XGBoost learns from both; {what[1]}")
+
+
 def fit_fold_models(features: pl.DataFrame, gold: pl.DataFrame, cfg: RerankConfig,
                     vectors: Vectors | None = None) -> FoldModels:
     """Train the full model and one model per device-grouped fold of the gold devices.
@@ -382,14 +408,21 @@ def fit_fold_models(features: pl.DataFrame, gold: pl.DataFrame, cfg: RerankConfi
     with them needs the devices' vectors.
     """
     labeled = label_pairs(features, gold)
-    if labeled.height == 0 or labeled["label"].n_unique() < 2:
+    if labeled.height == 0:
         raise RerankerTrainingError("cannot train the reranker: the pool holds no gold positives and negatives "
                                     f"({gold.height} gold links of {gold['fda_id'].n_unique()} devices given)")
+    require_both_classes(labeled, "full model")
     groups = labeled["fda_id"].unique().sort().to_numpy()
     if len(groups) < MIN_GOLD_DEVICES:
         raise RerankerTrainingError(
             f"cannot train the reranker: device-grouped folds need gold links in the pool for at least "
             f"{MIN_GOLD_DEVICES} devices; the pool holds gold for {len(groups)} ({', '.join(groups.tolist())})")
+    splits = list(device_folds(min(cfg.folds, len(groups)), cfg.fold_seed).split(groups, groups=groups))
+    fold_sets = []
+    for i, (train_idx, test_idx) in enumerate(splits):  # every set is checked before any model is fitted
+        train = labeled.filter(pl.col("fda_id").is_in(groups[train_idx]))
+        require_both_classes(train, f"fold {i + 1} of {len(splits)} (held out: {', '.join(groups[test_idx])})")
+        fold_sets.append(train)
     inner = min(3, cfg.folds)
     full = train_reranker(labeled, cfg, inner_folds=inner, vectors=vectors)
 
@@ -401,9 +434,8 @@ def fit_fold_models(features: pl.DataFrame, gold: pl.DataFrame, cfg: RerankConfi
                                                 cfg.text_adapter.hard_negatives), vectors, cfg.text_adapter)
 
     folds, fold_adapters = [], []
-    for train_idx, test_idx in device_folds(min(cfg.folds, len(groups)), cfg.fold_seed).split(groups, groups=groups):
-        model = train_reranker(labeled.filter(pl.col("fda_id").is_in(groups[train_idx])), cfg, inner_folds=inner,
-                               vectors=vectors)
+    for (train_idx, test_idx), train in zip(splits, fold_sets, strict=True):
+        model = train_reranker(train, cfg, inner_folds=inner, vectors=vectors)
         folds.append((tuple(sorted(groups[test_idx].tolist())), model))
         fold_adapters.append(adapter(groups[train_idx]))
     return FoldModels(full, tuple(folds), adapter(groups), tuple(fold_adapters))

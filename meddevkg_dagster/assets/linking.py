@@ -10,7 +10,14 @@ from meddevkg_core.companies import build_company_dictionary
 from meddevkg_core.config import PipelineConfig
 from meddevkg_core.cross_encoder import score_candidate_pairs
 from meddevkg_core.pipeline import market_company_matches, stage2_inputs
-from meddevkg_core.rerank import FoldModels, RivalPool, fit_fold_models, rank_pool, uses_contest
+from meddevkg_core.rerank import (
+    FoldModels,
+    RerankerTrainingError,
+    RivalPool,
+    fit_fold_models,
+    rank_pool,
+    uses_contest,
+)
 from meddevkg_core.text_adapter import Vectors
 from meddevkg_core.training_pairs import training_pairs as build_training_pairs
 from meddevkg_dagster.assets.sources import ontology_from_table
@@ -164,8 +171,11 @@ def reranker_model(context: dg.AssetExecutionContext, pipeline_config: PipelineC
     The labels of every device tell which of their words name a product line (device_names)."""
     cfg = pipeline_config.config().rerank
     with stopwatch() as t:
-        models = fit_fold_models(training_pairs, gold_links, cfg,
-                                 Vectors.of(device_embeddings, patent_embeddings, pma_documents))
+        try:
+            models = fit_fold_models(training_pairs, gold_links, cfg,
+                                     Vectors.of(device_embeddings, patent_embeddings, pma_documents))
+        except RerankerTrainingError as exc:  # the gold's fault, named in one line: no traceback
+            raise dg.Failure(str(exc)) from None
     out = models.to_frame()
     context.log.info(f"trained {len(models.folds)} fold models and the full model in {t['seconds']}s")
     return dg.Output(out, metadata=table_metadata(

@@ -85,6 +85,26 @@ def test_a_run_that_fails_at_the_end_leaves_the_previous_outputs_plots_included(
     assert {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == before
 
 
+def test_an_ablation_whose_reranker_cannot_train_is_named(models, tmp_path, monkeypatch):
+    """Its folds are not the main run's: "fold 2 of 5" alone pointed at the run that had trained."""
+    import meddevkg_core.benchmark as benchmark
+    from meddevkg_core.rerank import RerankerTrainingError
+
+    def untrainable(prepared, models, config, timer):
+        raise RerankerTrainingError("cannot train the reranker's fold 2 of 5")
+
+    kept = {k: v for k, v in benchmark.ablation_configs(CONFIG).items() if k in ("full", "without_vector")}
+    monkeypatch.setattr(benchmark, "ablation_configs", lambda base: kept)
+    monkeypatch.setattr(benchmark, "pipeline_runs", lambda *a: {"pipeline": None})  # what the ablations do not read
+    monkeypatch.setattr(benchmark, "baseline_scorers", lambda *a: {})
+    real_link = benchmark.link
+    monkeypatch.setattr(benchmark, "link", lambda prepared, models, config, timer: (
+        real_link if config is CONFIG else untrainable)(prepared, models, config, timer))  # the main run trains
+    with pytest.raises(RerankerTrainingError, match=r"^ablation without_vector: cannot train the reranker's fold 2"):
+        run_benchmark(read_corpus(demo_corpus_dir()), models, CONFIG, tmp_path / "out", progress=lambda _: None)
+    assert not (tmp_path / "out").exists()
+
+
 def test_the_applications_find_the_benchmarks_corpus_from_another_directory(demo_run, tmp_path, monkeypatch):
     _, out = demo_run
     monkeypatch.chdir(tmp_path)

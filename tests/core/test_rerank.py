@@ -130,7 +130,8 @@ def test_gold_the_folds_cannot_use_is_refused_naming_what_there_is():
     with pytest.raises(rerank.RerankerTrainingError, match=r"at least 2 devices; the pool holds gold for 1 \(P03\)"):
         fit_fold_models(features, one, CFG)
     outside = pl.DataFrame({"fda_id": ["P03"], "pat_id": ["nowhere"]})
-    with pytest.raises(rerank.RerankerTrainingError, match="no gold positives and negatives"):
+    with pytest.raises(rerank.RerankerTrainingError, match=r"full model: its training pairs, of 1 device \(P03\), "
+                       "are 30 pairs and no gold link"):
         fit_fold_models(features, outside, CFG)
 
 
@@ -218,6 +219,42 @@ def test_training_needs_positives_and_negatives():
     pool, gold = synthetic_pool(3, 5)
     with pytest.raises(ValueError, match="no gold positives and negatives"):
         fit_fold_models(feature_frame(pool, None), gold.head(0), CFG)
+
+
+def _every_pair_gold_but_one_devices(pool: pl.DataFrame, gold: pl.DataFrame, mixed: str) -> pl.DataFrame:
+    """Gold naming every pool pair of the other gold devices: only `mixed` has a pair that is not gold."""
+    rest = pool.filter(~pl.col("fda_id").is_in([mixed, "PX"])).select("fda_id", "pat_id")
+    return pl.concat([rest, gold.filter(pl.col("fda_id") == mixed)])
+
+
+def test_a_training_set_of_one_class_is_refused_naming_it_before_any_model_is_fitted(monkeypatch):
+    # a fold whose training devices had only gold pairs ended in XGBoost's "Invalid classes inferred from
+    # unique values of y", after the full model was trained; one with no gold pair trained a model of nothing
+    pool, gold = synthetic_pool(3, 6)  # 4 gold pairs of 6 per device
+    features = feature_frame(pool, None)
+    monkeypatch.setattr(rerank, "_fit", lambda *a: pytest.fail("a model was fitted before the refusal"))
+    cfg = CFG.model_copy(update={"folds": 3})
+    with pytest.raises(rerank.RerankerTrainingError) as refusal:
+        fit_fold_models(features, _every_pair_gold_but_one_devices(pool, gold, "P02"), cfg)
+    assert str(refusal.value) == (
+        "cannot train the reranker's fold 1 of 3 (held out: P02): its training pairs, of 2 devices (P00, P01), "
+        "are 12 gold links and no other pair, and XGBoost learns from both; give the corpus patents that are "
+        "not gold links of these devices (more patents than gold links), or more gold devices")
+    no_gold = pl.DataFrame({"fda_id": ["P00", "P01"], "pat_id": ["elsewhere", "elsewhere"]})
+    with pytest.raises(rerank.RerankerTrainingError) as refusal:
+        fit_fold_models(features, pl.concat([no_gold, gold.filter(pl.col("fda_id") == "P02")]), cfg)
+    assert str(refusal.value) == (
+        "cannot train the reranker's fold 1 of 3 (held out: P02): its training pairs, of 2 devices (P00, P01), "
+        "are 12 pairs and no gold link, and XGBoost learns from both; give gold links of these devices that the "
+        "Stage-2 pool holds, or more gold devices")
+
+
+def test_a_long_list_of_training_devices_is_cut_short():
+    labeled = pl.DataFrame({"fda_id": [f"P{i:02d}" for i in range(9)], "label": [1] * 9})
+    with pytest.raises(rerank.RerankerTrainingError, match=r"of 9 devices \(P00, P01, P02, P03, P04 and 4 "
+                       r"more\), are 9 gold links"):
+        rerank.require_both_classes(labeled, "full model")
+    rerank.require_both_classes(labeled.with_columns(pl.Series("label", [0] + [1] * 8)), "full model")
 
 
 # --------------------------------------------------------------------------- links_frame and apply_fold_models

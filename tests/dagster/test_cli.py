@@ -889,3 +889,51 @@ def test_benchmark_with_the_llm_extractor_reports_it(tmp_path, llm, monkeypatch,
     assert f"Entities: device LLM `{MODEL}` (6 documents, 6 requests, 0 from the cache, 0 failed, 6 of " in (
         out / "report.md").read_text()
     assert KEY not in capsys.readouterr().out and not [p for p in out.rglob("*.*") if KEY.encode() in p.read_bytes()]
+
+
+
+ONE_CLASS_FOLD = '{"rerank": {"n_estimators": 10, "folds": 2, "bagging": 1, "outside_pool_negative_rate": 0}}'
+"""Without out-of-pool negatives, the pool's pairs are the training pairs."""
+ONE_CLASS_REFUSAL = (
+    "cannot train the reranker's fold 2 of 2 (held out: P1, P3, P5): its training pairs, of 3 devices (P2, P4, P6), "
+    "are 3 gold links and no other pair, and XGBoost learns from both; give the corpus patents that are not gold "
+    "links of these devices (more patents than gold links), or more gold devices")
+
+
+def _gold_for_every_pool_pair_but_p1s(root: Path) -> list[str]:
+    """_llm_corpus with gold naming every Stage-2 pool pair of P2, P4 and P6 (P1 has one that is not gold)."""
+    base = _llm_corpus(root)
+    (root / "gold_links.csv").write_text("fda_id,pat_id\nP1,1\nP2,2\nP3,1\nP4,2\nP5,12\nP6,10\n")
+    (root.parent / "fast.json").write_text(ONE_CLASS_FOLD)
+    return base
+
+
+@pytest.mark.parametrize("command", ["run", "benchmark"])
+def test_a_fold_whose_training_pairs_are_all_gold_ends_the_command_in_one_line_writing_nothing(tmp_path, command):
+    # the fold holding out P1, P3 and P5 ended in a traceback: "Invalid classes inferred from unique values of y"
+    base = _gold_for_every_pool_pair_but_p1s(tmp_path / "corpus")
+    out = tmp_path / "new" / "out"
+    with pytest.raises(SystemExit) as refusal:
+        main([command, *base, "--out", str(out)])
+    assert str(refusal.value) == f"{tmp_path / 'corpus'}: {ONE_CLASS_REFUSAL}"
+    assert not out.parent.exists()
+
+
+def test_the_reranker_model_step_fails_with_the_same_line(tmp_path):
+    import dagster as dg
+
+    from meddevkg_core.corpus import read_corpus
+    from meddevkg_dagster.cli import run_failure
+    from meddevkg_dagster.resources import PipelineConfigResource
+    from tests.dagster.conftest import Harness
+
+    _gold_for_every_pool_pair_but_p1s(tmp_path / "corpus")
+    harness = Harness(tmp_path, tmp_path / "corpus")
+    harness.resources["pipeline_config"] = PipelineConfigResource(config_json=ONE_CLASS_FOLD)
+    keys = read_corpus(harness.corpus).devices["fda_id"].sort().to_list()
+    harness.register(keys)
+    result = harness.materialize(partition_range=(keys[0], keys[-1])).results[-1]
+    failed = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    assert [e.step_key for e in failed] == ["reranker_model"]
+    assert failed[0].step_failure_data.user_failure_data.description == ONE_CLASS_REFUSAL  # a dg.Failure
+    assert run_failure(result.all_events) == f"step reranker_model: {ONE_CLASS_REFUSAL}"
