@@ -315,7 +315,7 @@ def run_benchmark(corpus: Corpus, models: Models, config: PipelineConfig, out: s
             "timings_s": {**timer.seconds, "total": round(time.perf_counter() - started, 1)},
             "plots": {k: str(v.relative_to(stage)) for k, v in plots.items()},
         })
-        _write(stage, main, rankings, report)
+        _write(stage, main, rankings, prepared.rejected, report)
     return BenchmarkResult(report, main, rankings, prepared)
 
 
@@ -383,9 +383,11 @@ def _link_figures(ev) -> dict:
             "noise_reduction": ev.noise_reduction}
 
 
-def _write(out: Path, main: LinkRun, rankings: pl.DataFrame, report: dict) -> None:
+def _write(out: Path, main: LinkRun, rankings: pl.DataFrame, rejected: pl.DataFrame, report: dict) -> None:
+    """`rejected`: what the corpus reader, the ontology, the company tables and Stage 1 rejected, as `run`
+    writes it (the report only counts it)."""
     for name, df in {"candidates.parquet": main.candidates, "links.parquet": main.links,
-                     "rankings.parquet": rankings}.items():
+                     "rankings.parquet": rankings, "rejected_records.parquet": rejected}.items():
         df.write_parquet(out / name)
     (out / "report.json").write_text(json.dumps(report, indent=2))
     (out / "report.md").write_text(render_markdown(report))

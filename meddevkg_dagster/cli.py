@@ -419,7 +419,8 @@ def _benchmark(args: argparse.Namespace) -> int:
     with _exit_on_untrainable_gold(args.corpus), _exit_on_llm_failure(models):
         result = run_benchmark(corpus, models, config, args.out, ablations=not args.no_ablations)
     print((Path(args.out) / "report.md").read_text())
-    print(f"wrote {args.out}: candidates.parquet, links.parquet, rankings.parquet, report.json, report.md, plots/")
+    print(f"wrote {args.out}: candidates.parquet, links.parquet, rankings.parquet, rejected_records.parquet, "
+          "report.json, report.md, plots/")
     return 0 if result.report else 1
 
 

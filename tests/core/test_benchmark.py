@@ -6,6 +6,7 @@ from dataclasses import replace
 import polars as pl
 import pytest
 
+from meddevkg_core import schemas
 from meddevkg_core.app_store import from_output_dir
 from meddevkg_core.benchmark import _protocol, _versions, device_category, hard_negative_fpr_at_recall, run_benchmark
 from meddevkg_core.companies import CompanyResolver
@@ -35,7 +36,7 @@ def demo_run(models, tmp_path_factory):
 
 
 def test_writes_every_file_of_the_contract(demo_run):
-    _, out = demo_run
+    result, out = demo_run
     cands = pl.read_parquet(out / "candidates.parquet")
     assert {"fda_id", "pat_id", "sim", "score_company", "score_vector", "score_entity", "score_total",
             "admitted_by"} <= set(cands.columns)
@@ -48,6 +49,10 @@ def test_writes_every_file_of_the_contract(demo_run):
     assert per_device.height == 29
     assert all(r == list(range(1, len(r) + 1)) for r in per_device["rank"].to_list())  # 420 patents < 500: all of them
     report = json.loads((out / "report.json").read_text())
+    # the rows the report counts as rejected, as `run` writes them: they were only counted
+    rejected = pl.read_parquet(out / "rejected_records.parquet")
+    assert rejected.schema == schemas.REJECTED_RECORDS and rejected.equals(result.prepared.rejected)
+    assert rejected.height == report["corpus"]["rejected_rows"] == 3  # the demo's deliberately malformed rows
     for key in ("ranking", "link_set", "ablations", "fixed_thresholds", "categories", "versions", "timings_s"):
         assert key in report
     assert {"pipeline", "tfidf", "bm25", "sbert_cosine", "company_only"} <= set(report["ranking"])
@@ -71,8 +76,8 @@ def test_a_run_that_fails_at_the_end_leaves_the_previous_outputs_plots_included(
 
     out = tmp_path / "bench"
     (out / "plots").mkdir(parents=True)
-    for name in ("candidates.parquet", "links.parquet", "rankings.parquet", "report.json", "report.md",
-                 "plots/recall_volume.png", "plots/rank_distribution.png"):
+    for name in ("candidates.parquet", "links.parquet", "rankings.parquet", "rejected_records.parquet", "report.json",
+                 "report.md", "plots/recall_volume.png", "plots/rank_distribution.png"):
         (out / name).write_text(f"previous {name}")
     before = {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
 

@@ -878,6 +878,8 @@ def test_an_unknown_extractor_or_an_llm_without_its_endpoint_is_refused_before_a
 
 
 def test_benchmark_with_the_llm_extractor_reports_it(tmp_path, llm, monkeypatch, capsys):
+    import polars as pl
+
     from tests.fake_llm import KEY, MODEL
 
     monkeypatch.setenv("MEDDEVKG_HOME", str(tmp_path / "home"))
@@ -886,9 +888,14 @@ def test_benchmark_with_the_llm_extractor_reports_it(tmp_path, llm, monkeypatch,
     report = json.loads((out / "report.json").read_text())
     assert (report["entity_extraction"]["patent"]["llm_model"], report["entity_extraction"]["patent"]["llm_requests"],
             report["corpus"]["rejected_rows"]) == (MODEL, 12, 18)  # a hallucinated span per document
+    rejected = pl.read_parquet(out / "rejected_records.parquet")  # as `run` writes them: they were only counted
+    assert rejected.height == 18 and set(rejected["source"]) == {"entities"}
+    printed = capsys.readouterr().out
+    assert printed.strip().splitlines()[-1] == (f"wrote {out}: candidates.parquet, links.parquet, rankings.parquet, "
+                                                "rejected_records.parquet, report.json, report.md, plots/")
     assert f"Entities: device LLM `{MODEL}` (6 documents, 6 requests, 0 from the cache, 0 failed, 6 of " in (
         out / "report.md").read_text()
-    assert KEY not in capsys.readouterr().out and not [p for p in out.rglob("*.*") if KEY.encode() in p.read_bytes()]
+    assert KEY not in printed and not [p for p in out.rglob("*.*") if KEY.encode() in p.read_bytes()]
 
 
 
