@@ -225,7 +225,8 @@ def device_ranks(scored: pl.DataFrame, adapter_for: Callable[[str], TextAdapter 
     pat_ids = scored["pat_id"].to_numpy()
     fda_ids = scored["fda_id"]
     runs = scored.select(pl.col("fda_id").rle().struct.field("len")).to_series().to_numpy()
-    for start, length in zip(np.cumsum(np.r_[0, runs[:-1]]).tolist(), runs.tolist(), strict=True):
+    starts = np.cumsum(runs) - runs  # of no pairs, none (an empty pool)
+    for start, length in zip(starts.tolist(), runs.tolist(), strict=True):
         rows = slice(start, start + length)
         fda_id = fda_ids[start]
         if (cfg.enabled and vectors is not None and (adapter := adapter_for(fda_id)) is not None

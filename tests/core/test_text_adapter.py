@@ -98,6 +98,13 @@ def test_device_ranks_without_an_adapter_follow_the_probability_with_ties_by_pat
     assert rank.tolist() == [3, 1, 2, 2, 1] and np.isnan(text_sim).all()
 
 
+
+def test_device_ranks_of_no_pairs_are_empty():
+    """An empty pool (an ablation on a tiny corpus) ended the benchmark in a zip() traceback."""
+    scored = pl.DataFrame(schema={"fda_id": pl.String, "pat_id": pl.String, "probability": pl.Float64})
+    rank, text_sim = device_ranks(scored, lambda _: None, None, CFG)
+    assert rank.shape == (0,) and text_sim.shape == (0,)
+
 def test_with_ranks_uses_each_devices_own_adapter_and_marks_its_top_pairs():
     vectors = Vectors(["A"], np.array([[1.0, 0.0]], np.float32), ["p1", "p2", "p3", "p4"],
                       np.array([[0.0, 1.0], [1.0, 0.0], [0.5, 0.5], [1.0, 0.1]], np.float32))
