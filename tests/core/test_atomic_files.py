@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import tempfile
+import textwrap
+from pathlib import Path
 
 import pytest
 
 from meddevkg_core.atomic_files import (
+    COMPLETE,
     STAGE,
     check_writable_directory,
+    finish_interrupted_commit,
     replaced_directory,
     replaced_file,
     replaced_files,
@@ -62,13 +70,102 @@ def test_a_set_of_outputs_replaces_its_files_together_and_leaves_the_others(tmp_
         "links.parquet": "3", "plots/b.png": "3", "mine.txt": "kept"}  # a subdirectory is replaced whole
 
 
-def test_a_stage_a_killed_run_left_is_cleared_by_the_next_run(tmp_path):
+def test_a_stage_a_run_killed_while_writing_left_is_cleared_by_the_next_run(tmp_path):
     out = tmp_path / "run"
-    (out / STAGE).mkdir(parents=True)  # what a kill in the middle of the writes leaves
+    (out / STAGE).mkdir(parents=True)  # what a kill in the middle of the writes leaves: no marker
     (out / STAGE / "links.parquet").write_text("half")
+    (out / "links.parquet").write_text("1")
     with replaced_files(out) as stage:
         (stage / "report.json").write_text("{}")
-    assert sorted(p.name for p in out.iterdir()) == ["report.json"]
+    assert _files(out) == {"links.parquet": "1", "report.json": "{}"}  # the half-written links not moved in
+
+
+KILLED_RUN = textwrap.dedent("""
+    import os, signal, sys
+    from meddevkg_core.atomic_files import replaced_files
+
+    out, kill_after = sys.argv[1], int(sys.argv[2])
+    renames, rename = [], os.replace
+
+    def rename_then_die(*args):  # SIGKILL: no finally, no exit handler runs
+        rename(*args)
+        renames.append(args)
+        if len(renames) == kill_after:
+            os.kill(os.getpid(), signal.SIGKILL)
+    os.replace = rename_then_die
+    with replaced_files(out) as stage:
+        (stage / "links.parquet").write_text("2")
+        (stage / "plots").mkdir()
+        (stage / "plots" / "b.png").write_text("2")
+        (stage / "report.json").write_text("2")
+""")
+
+
+def _kill_a_run_into(out: Path, kill_after: int) -> None:
+    """The second run of KILLED_RUN's outputs into `out`, killed after its `kill_after`-th rename:
+    links.parquet; plots (the old one renamed away, then the new one in); report.json."""
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-c", KILLED_RUN, str(out), str(kill_after)], capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(root)}, timeout=60)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+
+
+def _files(out: Path) -> dict[str, str]:
+    return {p.relative_to(out).as_posix(): p.read_text() for p in out.rglob("*") if p.is_file()}
+
+
+def _previous_run_and_a_file_of_mine(out: Path) -> None:
+    with replaced_files(out) as stage:
+        for name in ("links.parquet", "report.json", "summary.json"):
+            (stage / name).write_text("1")
+        (stage / "plots").mkdir()
+        (stage / "plots" / "a.png").write_text("1")
+    (out / "mine.txt").write_text("kept")
+
+
+KILLED_RUN_DONE = {"links.parquet": "2", "plots/b.png": "2", "report.json": "2",
+                   "summary.json": "1", "mine.txt": "kept"}  # summary.json: not one of its outputs
+
+
+@pytest.mark.parametrize("kill_after", [1, 2, 3, 4])
+def test_a_run_killed_between_its_renames_is_finished_by_the_next_one(tmp_path, kill_after):
+    out = tmp_path / "run"
+    _previous_run_and_a_file_of_mine(out)
+    _kill_a_run_into(out, kill_after)
+    if kill_after == 1:  # what it left: its links beside the previous run's report
+        assert _files(out)["links.parquet"] == "2" and _files(out)["report.json"] == "1"
+    with replaced_files(out) as stage:  # the next run finishes the killed one's commit before its own
+        (stage / "rankings.parquet").write_text("3")
+    assert _files(out) == {**KILLED_RUN_DONE, "rankings.parquet": "3"}
+    assert sorted(p.name for p in out.iterdir()) == [  # no stage, no old plots renamed away
+        "links.parquet", "mine.txt", "plots", "rankings.parquet", "report.json", "summary.json"]
+
+
+def test_a_reader_finishes_the_commit_a_kill_interrupted_and_leaves_a_stage_being_written(tmp_path):
+    out = tmp_path / "run"
+    _previous_run_and_a_file_of_mine(out)
+    _kill_a_run_into(out, 2)  # between plots renamed away and the new plots renamed in: no plots at all
+    assert "plots/a.png" not in _files(out) and "plots/b.png" not in _files(out)
+    finish_interrupted_commit(out)
+    assert _files(out) == KILLED_RUN_DONE and not (out / STAGE).exists()
+    (out / STAGE).mkdir()  # unmarked: a run writing now, or killed while writing; its outputs are not read
+    (out / STAGE / "links.parquet").write_text("half")
+    finish_interrupted_commit(out)
+    assert _files(out) == {**KILLED_RUN_DONE, f"{STAGE}/links.parquet": "half"}
+
+
+def test_a_commit_that_cannot_be_finished_is_named(tmp_path, monkeypatch):
+    (tmp_path / STAGE).mkdir()
+    (tmp_path / STAGE / "links.parquet").write_text("2")
+    (tmp_path / STAGE / COMPLETE).touch()
+
+    def refuse(*args):
+        raise PermissionError(13, "Permission denied")
+    monkeypatch.setattr(os, "replace", refuse)
+    with pytest.raises(InputError, match=f"^{tmp_path}: a run killed while moving its outputs in left them mixed, "
+                                         "and they cannot be moved in now \\(Permission denied\\)$"):
+        finish_interrupted_commit(tmp_path)
+    assert (tmp_path / STAGE / COMPLETE).is_file()  # still there for the next try
 
 
 def test_an_out_directory_that_cannot_be_written_is_named_before_the_work(tmp_path):
