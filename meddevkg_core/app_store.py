@@ -21,6 +21,7 @@ from meddevkg_core.applications import (
     PATENT_NUMBER_RE,
     number_ranges,
 )
+from meddevkg_core.atomic_files import finish_interrupted_commit
 from meddevkg_core.errors import InputError
 from meddevkg_core.raw_files import read_parquet, reading
 
@@ -105,10 +106,14 @@ def _reported_corpus_path(report: Path) -> str | None:
 
 
 def from_output_dir(out_dir: str | Path, corpus_dir: str | Path | None = None) -> AppTables:
-    """links.parquet and candidates.parquet (or company_matches.parquet) of a run or benchmark, plus its corpus."""
+    """links.parquet and candidates.parquet (or company_matches.parquet) of a run or benchmark, plus its corpus.
+
+    The outputs of a run killed while moving them in are moved in first: never its links beside the
+    previous run's candidates and report (atomic_files.finish_interrupted_commit)."""
     from meddevkg_core.corpus import read_corpus
 
     out = Path(out_dir)
+    finish_interrupted_commit(out)
     if not (out / "links.parquet").is_file():
         raise FileNotFoundError(f"{out}: no links.parquet (a `meddevkg run` or `meddevkg benchmark` output)")
     with reading(out / "links.parquet", error=InputError):

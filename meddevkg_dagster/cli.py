@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from meddevkg_core.atomic_files import check_writable_directory, replaced_file
+from meddevkg_core.atomic_files import check_writable_directory, finish_interrupted_commit, replaced_file
 from meddevkg_core.embeddings import BACKENDS, DEVICES
 from meddevkg_core.errors import InputError
 from meddevkg_core.home import home_dir
@@ -434,6 +434,7 @@ def _compare_runs(args: argparse.Namespace) -> int:
         raise SystemExit(f"{args.corpus} has no gold_links: a comparison needs gold to evaluate against")
 
     def rankings(out: str) -> pl.DataFrame:
+        finish_interrupted_commit(out)  # a benchmark killed while moving its outputs in: its rankings
         path = Path(out) / "rankings.parquet"
         if not path.is_file():
             raise SystemExit(f"{path} not found: pass directories written by `meddevkg benchmark`")

@@ -10,6 +10,7 @@ import polars as pl
 import pytest
 
 from meddevkg_core.app_store import corpus_of, from_output_dir
+from meddevkg_core.atomic_files import COMPLETE, STAGE
 from meddevkg_core.errors import InputError
 from tests.conftest import PANICKED_ON_IT, WOULD_ABORT_ON_IT
 
@@ -59,3 +60,17 @@ def test_a_damaged_links_file_is_named_in_one_line_instead_of_a_traceback(tmp_pa
     aborting_parquet(path)  # polars aborted the process: no error, no file named
     with pytest.raises(InputError, match=rf"^{re.escape(str(path))}: cannot be read: {WOULD_ABORT_ON_IT}$"):
         from_output_dir(tmp_path)
+
+
+def test_the_links_of_a_run_killed_while_moving_them_in_are_read_once_moved_in(tmp_path, monkeypatch):
+    monkeypatch.delenv("MEDDEVKG_CORPUS", raising=False)
+
+    def links(pat_id: str) -> pl.DataFrame:
+        return pl.DataFrame({"fda_id": ["P1"], "pat_id": [pat_id], "probability": [0.9], "decision": ["link"]})
+    links("1").write_parquet(tmp_path / "links.parquet")  # the previous run's
+    (tmp_path / STAGE).mkdir()  # a run writing now: its outputs are not read yet
+    links("2").write_parquet(tmp_path / STAGE / "links.parquet")
+    assert from_output_dir(tmp_path).links["pat_id"].to_list() == ["1"]
+    (tmp_path / STAGE / COMPLETE).touch()  # the run was killed before its first rename
+    assert from_output_dir(tmp_path).links["pat_id"].to_list() == ["2"]
+    assert [p.name for p in tmp_path.iterdir()] == ["links.parquet"]

@@ -196,6 +196,25 @@ def test_compare_runs_reads_benchmark_directories_and_names_a_missing_or_damaged
                                               "header at byte ")
 
 
+def test_compare_runs_reads_a_run_killed_while_moving_its_outputs_in_once_they_are_moved_in(tmp_path, capsys):
+    import polars as pl
+
+    from meddevkg_core.atomic_files import COMPLETE, STAGE
+
+    (tmp_path / "devices.csv").write_text("fda_id,text\nP1,stent\n")
+    (tmp_path / "patents.csv").write_text("pat_id,text\n1,stent\n2,valve\n")
+    (tmp_path / "gold_links.csv").write_text("fda_id,pat_id\nP1,1\n")
+    for where, order in (("a", ["2", "1"]), ("b", ["2", "1"]), (f"b/{STAGE}", ["1", "2"])):
+        (tmp_path / where).mkdir()
+        pl.DataFrame({"fda_id": ["P1", "P1"], "pat_id": order, "rank": [1, 2]}).write_parquet(
+            tmp_path / where / "rankings.parquet")
+    (tmp_path / "b" / STAGE / COMPLETE).touch()  # b's second run, killed before its renames
+    assert main(["compare-runs", "--corpus", str(tmp_path), "--a", str(tmp_path / "a"),
+                 "--b", str(tmp_path / "b")]) == 0
+    assert "P1    1  0.500 -> 1.000" in capsys.readouterr().out  # b's second run: gold patent 1 first
+    assert [p.name for p in (tmp_path / "b").iterdir()] == ["rankings.parquet"]
+
+
 def test_the_ui_command_opens_this_runs_corpus_and_store_from_any_directory(tmp_path, monkeypatch):
     for folder in ("corpus", "elsewhere", "models/reranker"):
         (tmp_path / folder).mkdir(parents=True)
