@@ -19,7 +19,7 @@ from meddevkg_core.llm_extraction import spacy_extractors
 from meddevkg_core.ontology import load_meddevonto
 from meddevkg_core.pipeline import Models
 
-CONFIG = PipelineConfig(rerank=RerankConfig(n_estimators=30, text_adapter=TextAdapterConfig(enabled=True)))
+CONFIG = PipelineConfig(rerank=RerankConfig(n_estimators=30, bagging=2, text_adapter=TextAdapterConfig(enabled=True)))
 """With the text adapters (off by default): the leakage test then covers the fused order too."""
 
 

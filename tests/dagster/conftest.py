@@ -31,6 +31,11 @@ from tests.fake_llm import serve_llm
 
 ASSETS = dg.load_assets_from_modules([sources, features, linking, outputs])
 
+FAST_RERANK = '{"rerank": {"n_estimators": 30, "bagging": 2}}'
+"""The harness's reranker: these tests check what Dagster stores, reads and reports, not the model, so
+fewer trees and classifiers (about 10 s less per materialised graph). The default's training is
+tested in tests/core and on the real benchmark."""
+
 
 class Runs:
     """Several runs read as one result: success when all succeeded, their events together."""
@@ -59,7 +64,7 @@ class Harness:
             "embedding_model": EmbeddingModelResource(model_path="hashing", device="cpu",
                                                       cache_dir=str(root / "cache")),
             "cross_encoder": CrossEncoderResource(),
-            "pipeline_config": PipelineConfigResource(),
+            "pipeline_config": PipelineConfigResource(config_json=FAST_RERANK),
             "sources": SourcesResource(),
             "openfda": OpenFDAResource(),
             "terminologies": TerminologiesResource(),

@@ -14,7 +14,7 @@ import pytest
 
 from meddevkg_core.corpus import read_corpus
 from meddevkg_dagster.definitions import defs
-from tests.dagster.conftest import ASSETS
+from tests.dagster.conftest import ASSETS, FAST_RERANK
 
 
 def _all_devices(harness):
@@ -214,7 +214,7 @@ def test_device_steps_read_only_the_patent_data_they_use(harness):
     from meddevkg_dagster.resources import PipelineConfigResource
 
     harness.resources["pipeline_config"] = PipelineConfigResource(
-        config_json=json.dumps({"rerank": {"text_adapter": {"enabled": True}}}))
+        config_json=json.dumps({"rerank": json.loads(FAST_RERANK)["rerank"] | {"text_adapter": {"enabled": True}}}))
     keys = _all_devices(harness)
     result = harness.materialize(partition_range=(keys[0], keys[-1]))
     assert result.success
