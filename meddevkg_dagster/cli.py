@@ -15,7 +15,7 @@ import shutil
 import signal
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from meddevkg_core.app_store import AppTables
     from meddevkg_core.config import CrossEncoderConfig, PipelineConfig
     from meddevkg_core.corpus import Corpus
-    from meddevkg_core.llm_extraction import ExtractorSettings
+    from meddevkg_core.llm_extraction import EntityExtractor, ExtractorSettings
     from meddevkg_core.pipeline import Models
 
 
@@ -335,10 +335,10 @@ def _extractor_settings(args: argparse.Namespace) -> ExtractorSettings:
 
 
 @contextmanager
-def _exit_on_llm_failure(models: Models | None) -> Iterator[None]:
+def _exit_on_llm_failure(models: Models | None, extractors: Iterable[EntityExtractor] = ()) -> Iterator[None]:
     """An LLM endpoint that refuses the key or answers none of the documents ends the command in one line,
     before any output is written (the Dagster step fails with the same line); the extractors' HTTP clients
-    are closed however the run ends."""
+    (`models`', else those given) are closed however the run ends."""
     from meddevkg_core.llm_client import LLMAuthError
     from meddevkg_core.llm_extraction import LLMUnavailableError
 
@@ -347,7 +347,7 @@ def _exit_on_llm_failure(models: Models | None) -> Iterator[None]:
     except (LLMAuthError, LLMUnavailableError) as exc:
         raise SystemExit(f"{type(exc).__name__}: {exc}") from None
     finally:
-        for extractor in (models.entity_extractors.values() if models is not None else ()):
+        for extractor in (models.entity_extractors.values() if models is not None else extractors):
             extractor.close()
 
 
@@ -474,18 +474,21 @@ def _pairs_cv(args: argparse.Namespace) -> int:
 def _bench_extract(args: argparse.Namespace) -> int:
     from meddevkg_core.config import CandidateConfig
     from meddevkg_core.corpus import read_corpus
-    from meddevkg_core.entities import load_spacy_pipeline
     from meddevkg_core.extraction_benchmark import format_summary, measure_extraction, read_llm_entities
     from meddevkg_core.ontology import load_meddevonto
 
+    _checked_model_choices(args)
+    extraction = _extractor_settings(args)  # an LLM without its endpoint is refused before the corpus is read
     corpus = read_corpus(args.corpus)
     llm_path = Path(args.llm_entities or Path(args.corpus) / "gold_pair_llm_entities.parquet")
     if args.llm_entities and not llm_path.is_file():
         raise SystemExit(f"{llm_path}: no such file")
     llm = read_llm_entities(llm_path) if llm_path.is_file() else None
-    result = measure_extraction(corpus, load_meddevonto(), load_spacy_pipeline(), CandidateConfig(), llm,
-                                seed=args.seed, random_pairs_per_device=args.random_pairs,
-                                n_process=args.n_process, timing_runs=args.runs)
+    extractors = extraction.extractors()
+    with _exit_on_llm_failure(None, extractors.values()):
+        result = measure_extraction(corpus, load_meddevonto(), extractors, CandidateConfig(), llm,
+                                    seed=args.seed, random_pairs_per_device=args.random_pairs,
+                                    n_process=args.n_process, timing_runs=args.runs)
     print(format_summary(result))
     print(json.dumps(result))
     return 0
@@ -957,11 +960,14 @@ def main(argv: list[str] | None = None) -> int:
     bex.add_argument("--llm-entities", help="LLM entities per gold pair (default: gold_pair_llm_entities.parquet "
                      "in the corpus directory, if present)")
     bex.add_argument("--runs", type=int, default=3,
-                     help="timed runs per n_process value (median reported; default %(default)s)")
-    bex.add_argument("--n-process", type=int, nargs="+", default=[1, 2], help="spaCy process counts to time")
+                     help="timed runs per n_process value (median reported; default %(default)s); the LLM is timed "
+                     "in one run, since a second would read the replies of the first")
+    bex.add_argument("--n-process", type=int, nargs="+", default=[1, 2],
+                     help="spaCy process counts to time (not applicable to the LLM)")
     bex.add_argument("--random-pairs", type=int, default=20, help="random non-gold pairs per gold device")
     bex.add_argument("--seed", type=int, default=42,
                      help="seed of the random non-gold pairs drawn per gold device (default %(default)s)")
+    _add_entity_extractor_option(bex)
     bex.set_defaults(func=_bench_extract)
     crep = sub.add_parser("company-report", help="company resolution: FDA sponsor agreement, cross-company gold, "
                           "extra same-company pairs")

@@ -1,6 +1,7 @@
 """`meddevkg bench-extract`: the figures of issue 4, on hand-made mentions and on the demo corpus."""
 
 import json
+import re
 
 import polars as pl
 import pytest
@@ -141,6 +142,23 @@ REQUIRED = ("docs_per_second", "device_docs_per_second", "n_patents", "n_devices
 SHARES = ("gold_tier_match_share", "random_tier_match_share", "gold_tier_s_share", "random_tier_s_share",
           "coverage_mapped", "coverage_distinct_mapped", "llm_entity_recall", "llm_concept_recall",
           "llm_entity_recall_devices", "llm_entity_recall_patents", "llm_strings_mapped_share")
+PAIR_KEYS = ("n_{}_pairs", "{}_tier_match_share", "{}_tier_s_share", "{}_weighted_overlap_mean", "{}_s_entity_mean",
+             "{}_best_tier_shares")
+SPACY_KEYS = (
+    "n_patents", "n_devices", "docs_per_second", "docs_per_second_n_process", "docs_per_second_by_n_process",
+    "patent_extraction_seconds_by_n_process", "timing_runs", "parallel_mentions_identical", "device_docs_per_second",
+    "device_extraction_seconds", "n_mentions_patents", "n_mentions_devices", "n_rejected_patents",
+    "n_rejected_devices", "coverage", "coverage_mapped", "coverage_patents", "coverage_devices", "n_distinct_norms",
+    "coverage_distinct", "coverage_distinct_mapped", "n_gold_devices", "random_pairs_per_device", "seed",
+    *(k.format("gold") for k in PAIR_KEYS), *(k.format("random") for k in PAIR_KEYS), "weighted_overlap_definition",
+    "llm_pairs", "n_llm_strings", "n_llm_strings_devices", "n_llm_strings_patents", "llm_entity_recall",
+    "llm_entity_recall_devices", "llm_entity_recall_patents", "llm_concept_recall", "llm_concept_recall_devices",
+    "llm_concept_recall_patents", "llm_strings_mapped_share")
+"""spaCy's report, key by key in its order: what the LLM extractor's measurement added must leave it as it was."""
+SPACY_SUMMARY = ("extraction benchmark: ", "  throughput (patents)      ", "  throughput (devices)      ",
+                 "  mentions                  ", "  coverage (mentions)       ", "  coverage (distinct norms) ",
+                 "  tier S/A/B match share    ", "  weighted overlap mean     ", "  S_entity mean (max)       ",
+                 "  LLM entity recall         ")
 
 
 def test_bench_extract_cli_prints_a_summary_and_last_a_json_line(tmp_path, capsys):
@@ -155,7 +173,10 @@ def test_bench_extract_cli_prints_a_summary_and_last_a_json_line(tmp_path, capsy
     assert any("weighted overlap" in line for line in lines[:-1])
     r = json.loads(lines[-1])
 
-    assert set(REQUIRED) <= set(r)
+    assert set(REQUIRED) <= set(r) and tuple(r) == SPACY_KEYS
+    assert len(lines) == len(SPACY_SUMMARY) + 1 and all(map(str.startswith, lines, SPACY_SUMMARY))
+    assert re.fullmatch(r" +throughput \(patents\) +[\d.]+ docs/s best \(n_process=1: [\d.]+/s; median of 1 "
+                        r"run\(s\)\); target >= 400", lines[1])
     assert r["docs_per_second"] > 0 and r["docs_per_second_by_n_process"].keys() == {"1"}
     assert r["n_patents"] == 420 and r["n_gold_pairs"] == gold.unique().height
     assert r["n_random_pairs"] == 5 * r["n_gold_devices"]

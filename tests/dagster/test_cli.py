@@ -834,7 +834,7 @@ def test_run_with_the_llm_extractor_takes_its_mentions_from_the_replies_and_reco
     assert "entity extraction:" not in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("command", ["run", "benchmark"])
+@pytest.mark.parametrize("command", ["run", "benchmark", "bench-extract"])
 @pytest.mark.parametrize("fault", ["no endpoint", "refused key"])
 def test_an_llm_endpoint_that_answers_nothing_ends_the_command_in_one_line_writing_nothing(tmp_path, llm, monkeypatch,
                                                                                            command, fault):
@@ -849,8 +849,9 @@ def test_an_llm_endpoint_that_answers_nothing_ends_the_command_in_one_line_writi
     else:
         llm.inject("/v1/chat/completions", 401)
     out = tmp_path / "new" / "out"
+    corpus = _llm_corpus(tmp_path / "corpus")
     with pytest.raises(SystemExit) as failure:
-        main([command, *_llm_corpus(tmp_path / "corpus"), "--out", str(out)])
+        main([command, *corpus[:2]] if command == "bench-extract" else [command, *corpus, "--out", str(out)])
     message = str(failure.value)
     if fault == "no endpoint":  # five devices in a row failed, as the Dagster step would have
         assert re.fullmatch(r"LLMUnavailableError: 5 documents in a row failed; last: .*127\.0\.0\.1.*", message)
@@ -870,8 +871,9 @@ def test_an_unknown_extractor_or_an_llm_without_its_endpoint_is_refused_before_a
     for name in ("MEDDEVKG_LLM_BASE_URL", "MEDDEVKG_LLM_MODEL"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("MEDDEVKG_LLM_API_KEY", "sk-secret")
-    for command in ("run", "benchmark"):
-        argv = [command, "--corpus", str(tmp_path), "--out", str(tmp_path / "out")]
+    for command in ("run", "benchmark", "bench-extract"):
+        out = ["--out", str(tmp_path / "out")] if command != "bench-extract" else []  # it writes no files
+        argv = [command, "--corpus", str(tmp_path), *out]
         monkeypatch.setenv("MEDDEVKG_ENTITY_EXTRACTOR", "gpt")
         with pytest.raises(SystemExit, match=re.escape(
                 "MEDDEVKG_ENTITY_EXTRACTOR='gpt': expected one of spacy, llm (the default of --entity-extractor)")):
@@ -916,6 +918,49 @@ def test_benchmark_with_the_llm_extractor_reports_it(tmp_path, llm, monkeypatch,
         out / "report.md").read_text()
     assert KEY not in printed and not [p for p in out.rglob("*.*") if KEY.encode() in p.read_bytes()]
 
+
+
+def test_bench_extract_with_the_llm_extractor_measures_its_mentions_and_names_it(tmp_path, llm, monkeypatch, capsys):
+    # bench-extract measured spaCy only, whatever --entity-extractor run and benchmark took: the LLM could not be
+    # compared with it on the same figures
+    from tests.fake_llm import KEY, MODEL, TERMS
+
+    monkeypatch.delenv("MEDDEVKG_ENTITY_EXTRACTOR")  # the option chooses it
+    argv = ["bench-extract", *_llm_corpus(tmp_path / "corpus")[:2], "--random-pairs", "3"]
+    assert main([*argv, "--entity-extractor", "llm"]) == 0
+    printed = capsys.readouterr()
+    lines = printed.out.strip().splitlines()
+    r = json.loads(lines[-1])
+    assert len(llm.requests) == 6 + 12  # one per document: no warm-up, and one timed run (a second reads the memo)
+    assert {domain: (f["extractor"], f["llm_model"], f["llm_documents"], f["llm_requests"], f["llm_cache_hits"])
+            for domain, f in r["entity_extraction"].items()} == {"device": ("llm", MODEL, 6, 6, 0),
+                                                                 "patent": ("llm", MODEL, 12, 12, 0)}
+    assert (r["n_patents"], r["n_devices"], r["timing_runs"], r["n_rejected_patents"]) == (12, 6, 1, 12)
+    assert r["docs_per_second"] > 0 and r["patent_extraction_seconds"] > 0 and r["device_docs_per_second"] > 0
+    assert (r["docs_per_second_n_process"], r["docs_per_second_by_n_process"],
+            r["patent_extraction_seconds_by_n_process"]) == (None, None, None)  # spaCy's processes: not applicable
+    assert r["n_distinct_norms"] == len(TERMS) and r["coverage_distinct_mapped"] == 1.0  # the replies' names
+    assert sum(r["coverage"].values()) == pytest.approx(1)
+    assert (r["n_gold_pairs"], r["n_random_pairs"], r["gold_tier_match_share"]) == (6, 18, 1.0)
+    assert r["random_tier_match_share"] < 1.0 and r["gold_weighted_overlap_mean"] > r["random_weighted_overlap_mean"]
+    assert f"extractor                 device LLM `{MODEL}` (6 documents, 6 requests, 0 from the cache" in printed.out
+    assert "n_process n/a" in printed.out and "target >= 400" not in printed.out
+    assert KEY not in printed.out + printed.err
+
+    assert main([*argv, "--entity-extractor", "llm"]) == 0  # the same replies, from the cache: not the endpoint's rate
+    printed = capsys.readouterr()
+    again = json.loads(printed.out.strip().splitlines()[-1])
+    assert len(llm.requests) == 18 and again["entity_extraction"]["patent"]["llm_cache_hits"] == 12
+    assert "all 18 documents answered from the reply cache: not the endpoint's throughput" in printed.out
+    timing = {"docs_per_second", "patent_extraction_seconds", "device_docs_per_second", "device_extraction_seconds",
+              "entity_extraction"}
+    assert {k: v for k, v in again.items() if k not in timing} == {k: v for k, v in r.items() if k not in timing}
+
+    monkeypatch.setenv("MEDDEVKG_ENTITY_EXTRACTOR", "llm")
+    assert main([*argv, "--entity-extractor", "spacy", "--runs", "1", "--n-process", "1"]) == 0  # the option wins
+    spacy = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert len(llm.requests) == 18 and "entity_extraction" not in spacy  # spaCy's report as it always was
+    assert spacy["docs_per_second_by_n_process"].keys() == {"1"}
 
 
 ONE_CLASS_FOLD = '{"rerank": {"n_estimators": 10, "folds": 2, "bagging": 1, "outside_pool_negative_rate": 0}}'
