@@ -41,7 +41,7 @@ import inspect
 import statistics
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -56,6 +56,7 @@ from meddevkg_core.entity_match import DocKeys, EntityMatcher, doc_keys
 from meddevkg_core.errors import CorpusError
 from meddevkg_core.llm_extraction import DOMAINS, Domain, EntityExtractor, SpacyEntityExtractor
 from meddevkg_core.ontology import Ontology, normalize_term
+from meddevkg_core.progress import Progress, ThrottledReporter, no_progress
 from meddevkg_core.raw_files import read_raw
 from meddevkg_core.report import entities_line
 
@@ -73,19 +74,23 @@ _WARMUP_DOCS = 16
 
 
 def time_extraction(docs: pl.DataFrame, ontology: Ontology, extractor: EntityExtractor, *,
-                    runs: int = 1) -> tuple[float, ExtractionResult]:
+                    runs: int = 1, progress: Progress = no_progress) -> tuple[float, ExtractionResult]:
     """Median wall-clock seconds of `runs` calls of `extractor.extract_mentions` on `docs`, the pipeline's
     Stage-1 call, and the first result."""
     seconds: list[float] = []
     first: ExtractionResult | None = None
     for _ in range(max(1, runs)):
         start = time.perf_counter()
-        result = extractor.extract_mentions(docs, ontology)
+        result = extractor.extract_mentions(docs, ontology, progress)
         seconds.append(time.perf_counter() - start)
         if first is None:
             first = result
     assert first is not None
     return statistics.median(seconds), first
+
+
+def _reporter(stage: str, emit: Callable[[str], None] | None) -> Progress:
+    return no_progress if emit is None else ThrottledReporter(f"[{stage}]", emit, unit="documents")
 
 
 def supports_n_process() -> bool:
@@ -133,10 +138,10 @@ def spacy_throughput(docs: pl.DataFrame, ontology: Ontology, spacy: SpacyEntityE
     }, first
 
 
-def single_run_throughput(docs: pl.DataFrame, ontology: Ontology,
-                          extractor: EntityExtractor) -> tuple[dict[str, Any], ExtractionResult]:
+def single_run_throughput(docs: pl.DataFrame, ontology: Ontology, extractor: EntityExtractor,
+                          progress: Progress = no_progress) -> tuple[dict[str, Any], ExtractionResult]:
     """Another extractor's figures: one timed run, no warm-up, `n_process` not applicable (module docstring)."""
-    secs, result = time_extraction(docs, ontology, extractor)
+    secs, result = time_extraction(docs, ontology, extractor, progress=progress)
     return {
         "docs_per_second": _rate(docs.height, secs),
         "docs_per_second_n_process": None,
@@ -345,9 +350,10 @@ _NO_LLM: dict[str, Any] = dict.fromkeys(
 def measure_extraction(corpus: Corpus, ontology: Ontology, extractors: Mapping[Domain, EntityExtractor],
                        cfg: CandidateConfig, llm_entities: pl.DataFrame | None, seed: int = 42,
                        random_pairs_per_device: int = 20, *, n_process: Sequence[int] = (1, 2), timing_runs: int = 3,
-                       batch_size: int = 64) -> dict[str, Any]:
+                       batch_size: int = 64, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Every figure of the module docstring on `corpus`, extracted by `extractors` (one per domain, as
-    pipeline.Models holds them); JSON-serialisable."""
+    pipeline.Models holds them); JSON-serialisable. Another extractor than spaCy (an LLM endpoint may
+    take an hour) reports how far its runs are through `progress`, as `meddevkg run` does."""
     pat_docs = corpus.patents.select(pl.col("pat_id").alias("doc_id"), "text")
     dev_docs = corpus.devices.select(pl.col("fda_id").alias("doc_id"), "text")
     patent_extractor = extractors["patent"]
@@ -355,8 +361,13 @@ def measure_extraction(corpus: Corpus, ontology: Ontology, extractors: Mapping[D
         throughput, patents = spacy_throughput(pat_docs, ontology, patent_extractor, n_process, timing_runs,
                                                batch_size)
     else:
-        throughput, patents = single_run_throughput(pat_docs, ontology, patent_extractor)
-    dev_seconds, devices = time_extraction(dev_docs, ontology, _timed(extractors["device"], batch_size))
+        throughput, patents = single_run_throughput(pat_docs, ontology, patent_extractor,
+                                                    _reporter("patent_entities", progress))
+    device_extractor = extractors["device"]
+    dev_seconds, devices = time_extraction(
+        dev_docs, ontology, _timed(device_extractor, batch_size),
+        progress=no_progress if isinstance(device_extractor, SpacyEntityExtractor)
+        else _reporter("device_entities", progress))
     # spaCy's report stays as it was before another extractor could be measured; another one names itself
     extraction = ({} if isinstance(patent_extractor, SpacyEntityExtractor)
                   else {"entity_extraction": {domain: extractors[domain].figures() for domain in DOMAINS}})

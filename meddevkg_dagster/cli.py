@@ -488,7 +488,8 @@ def _bench_extract(args: argparse.Namespace) -> int:
     with _exit_on_llm_failure(None, extractors.values()):
         result = measure_extraction(corpus, load_meddevonto(), extractors, CandidateConfig(), llm,
                                     seed=args.seed, random_pairs_per_device=args.random_pairs,
-                                    n_process=args.n_process, timing_runs=args.runs)
+                                    n_process=args.n_process, timing_runs=args.runs,
+                                    progress=lambda line: print(line, file=sys.stderr))
     print(format_summary(result))
     print(json.dumps(result))
     return 0

@@ -946,6 +946,9 @@ def test_bench_extract_with_the_llm_extractor_measures_its_mentions_and_names_it
     assert f"extractor                 device LLM `{MODEL}` (6 documents, 6 requests, 0 from the cache" in printed.out
     assert "n_process n/a" in printed.out and "target >= 400" not in printed.out
     assert KEY not in printed.out + printed.err
+    # an endpoint may take an hour over a corpus: the timed runs say how far they are, on stderr
+    assert "[device_entities]: 6/6 documents (100%)" in printed.err
+    assert "[patent_entities]: 12/12 documents (100%)" in printed.err
 
     assert main([*argv, "--entity-extractor", "llm"]) == 0  # the same replies, from the cache: not the endpoint's rate
     printed = capsys.readouterr()
