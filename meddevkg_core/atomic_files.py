@@ -1,25 +1,30 @@
 """Outputs replaced whole: a reader sees the previous version or the new one, never a half-written file
 or a directory mixing both, whether the writer ends in an exception, a full disk or a kill (for a set
 of files in a directory the user names, `replaced_files`, a kill between its renames is finished by
-the next writer or reader: `finish_interrupted_commit`)."""
+the next writer or reader: `finish_interrupted_commit`; and one run at a time writes into such a
+directory, the others refused at their start: `claimed_directory`)."""
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import re
 import shutil
 import tempfile
+import threading
+import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 
 from meddevkg_core.errors import InputError
 
 STAGE = ".staged"
 """The directory `replaced_files` writes a run's outputs into; one a killed run left is cleared by the
-next run, or moved in when it carries COMPLETE."""
+next run, or moved in when it carries COMPLETE. Never one a live run writes into: the next run is
+refused while that one holds `claimed_directory`."""
 COMPLETE = ".complete"
 """An empty file in STAGE, made before the first rename: every output is written, move them all in."""
 
@@ -73,10 +78,10 @@ def _swap_in(new: Path, path: Path) -> None:
 def check_writable_directory(path: str | Path) -> None:
     """Refuse `path` unless outputs can be written there: a directory this process can write into, or
     a missing one whose nearest existing ancestor is such a directory (no file on the way). A command
-    checks its `--out` with it before its long work, so a file in the way or a directory it may not
-    write to is named at the start, not after an hour of ranking. It makes nothing (the probe is a
-    temporary directory, removed): a command failing after the check leaves no empty `--out`, which
-    `replaced_files` makes when the outputs are written."""
+    checks its `--out` with it before its long work (`claimed_directory` does), so a file in the way
+    or a directory it may not write to is named at the start, not after an hour of ranking; so is one
+    another run holds (its lock, tried without waiting and let go). It makes nothing (the probe is a
+    temporary directory, removed)."""
     path = Path(path)
     # lexists: a dangling symlink is in the way too, and a stat refused counts as missing (the probe says why)
     nearest = next((p for p in (path, *path.parents) if os.path.lexists(p)), Path(path.anchor or "."))
@@ -87,6 +92,40 @@ def check_writable_directory(path: str | Path) -> None:
     except OSError as exc:
         where = "" if nearest == path else f"{nearest}: "
         raise InputError(f"{path}: cannot be written to ({where}{exc.strerror or exc})") from exc
+    if nearest == path:
+        with _locked(path) as other:
+            if other:
+                raise _busy(path, other)
+
+
+@contextmanager
+def claimed_directory(path: str | Path) -> Iterator[Path]:
+    """`path`, checked (`check_writable_directory`), made if missing, and locked until the block ends: a
+    command holds it from before its long work until its outputs are written (its `replaced_files`
+    takes the same lock), so a second run into the same directory is refused at its start, in one
+    line, never an hour later and never by clearing the first's stage. A commit a killed run left is
+    finished first. The directories it made are removed again if the block leaves them empty: a
+    command that fails leaves no empty `--out` behind. A kill leaves them, and takes its lock along."""
+    path = Path(path)
+    check_writable_directory(path)
+    made = [p for p in (path, *path.parents) if not os.path.lexists(p)]
+    with ExitStack() as held:
+        while True:  # again if a run that made it removed it, empty, as this one locked it
+            path.mkdir(parents=True, exist_ok=True)
+            with suppress(FileNotFoundError):
+                other = held.enter_context(_locked(path))
+                break
+        if other:
+            raise _busy(path, other)
+        try:
+            finish_interrupted_commit(path)
+            yield path
+        finally:
+            for empty in made:  # locked still: no other run holds them
+                try:
+                    empty.rmdir()
+                except OSError:
+                    break
 
 
 @contextmanager
@@ -100,63 +139,122 @@ def replaced_files(directory: str | Path) -> Iterator[Path]:
     while writing leaves the stage directory, cleared by the next run into `directory`. The renames
     (one per output) start only once the stage is marked COMPLETE, so a kill between two of them
     leaves a stage that says so: the next run, or a reader, finishes them first
-    (`finish_interrupted_commit`), and the outputs are the killed run's, all of them."""
-    check_writable_directory(directory)
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    finish_interrupted_commit(directory)
-    stage = directory / STAGE
-    shutil.rmtree(stage, ignore_errors=True)  # unmarked: a run killed while writing
-    stage.mkdir()
-    marked = False
-    try:
-        yield stage
-        (stage / COMPLETE).touch()  # empty: made or not, never half-written
-        marked = True
-        _move_in(directory)
-    finally:
-        if not marked:
-            shutil.rmtree(stage, ignore_errors=True)
+    (`finish_interrupted_commit`), and the outputs are the killed run's, all of them. The block holds
+    `claimed_directory(directory)` (the command's own claim if it holds one): another run writing
+    there meanwhile is refused, and the stage it finds is never one a live run is writing."""
+    with claimed_directory(directory) as directory:
+        stage = directory / STAGE
+        shutil.rmtree(stage, ignore_errors=True)  # unmarked: a run killed while writing
+        stage.mkdir()
+        marked = False
+        try:
+            yield stage
+            (stage / COMPLETE).touch()  # empty: made or not, never half-written
+            marked = True
+            _move_in(directory)
+        finally:
+            if not marked:
+                shutil.rmtree(stage, ignore_errors=True)
+
+
+COMMIT_WAIT = 10.0
+"""Seconds `finish_interrupted_commit` waits for a live run's renames (milliseconds) before refusing."""
 
 
 def finish_interrupted_commit(directory: str | Path) -> None:
     """Finish the renames of a `replaced_files` run into `directory` that was killed between two of
     them (its stage marked COMPLETE), so `directory` holds that run's outputs and none it replaced;
-    else do nothing. A command reading a run directory calls it first, as `replaced_files` does:
+    else do nothing. A command reading a run directory calls it first, as `claimed_directory` does:
     the mix a kill left is never read. A stage without the mark (a run killed while writing, or one
-    writing now) is left alone: the outputs beside it are one run's."""
+    writing now) is left alone: the outputs beside it are one run's.
+
+    A reader never waits for a run's lock, held from a command's start to its end (an hour maybe):
+    the mark with the lock held means that run is in its renames (a killed run's are finished as the
+    lock is taken), so it waits for the mark to go, COMMIT_WAIT seconds at most, then refuses naming
+    the run: neither kept behind a long run nor shown its renames half done."""
     directory = Path(directory)
-    if not (directory / STAGE / COMPLETE).is_file():
-        return
-    try:
-        _move_in(directory)
-    except OSError as exc:
-        raise InputError(f"{directory}: a run killed while moving its outputs in left them mixed, and they "
-                         f"cannot be moved in now ({exc.strerror or exc})") from exc
+    deadline = time.monotonic() + COMMIT_WAIT
+    while (directory / STAGE / COMPLETE).is_file():
+        with _locked(directory) as other:
+            if not other:
+                try:
+                    _move_in(directory)
+                except OSError as exc:
+                    raise InputError(f"{directory}: a run killed while moving its outputs in left them mixed, "
+                                     f"and they cannot be moved in now ({exc.strerror or exc})") from exc
+                return
+        if time.monotonic() > deadline:
+            raise InputError(f"{directory}: {other} is moving its outputs in here and has not finished in "
+                             f"{COMMIT_WAIT:g} s; try again when it has")
+        time.sleep(0.05)
 
 
 def _move_in(directory: Path) -> None:
     """Move each entry of the COMPLETE stage into `directory` (a file by a rename, a subdirectory by
-    `_swap_in`), clear the old directories `_swap_in` renamed away, then the stage. Under a lock on
-    `directory` (released by a kill too), so a reader finishing a commit never races the writer
-    still making it: whoever comes second finds the stage gone."""
+    `_swap_in`), clear the old directories `_swap_in` renamed away, then the stage. The caller holds
+    `directory`'s lock: a reader finishing a commit never races the writer still making it."""
     stage = directory / STAGE
+    if not (stage / COMPLETE).is_file():  # the writer finished it as the reader took the lock
+        return
+    for entry in sorted(stage.iterdir()):
+        if entry.name == COMPLETE:
+            continue
+        if entry.is_dir():
+            _swap_in(entry, directory / entry.name)
+        else:
+            os.replace(entry, directory / entry.name)
+    for old in directory.iterdir():  # a kill between _swap_in's renames, or before it removed the old
+        if _OLD_SIBLING.fullmatch(old.name):
+            shutil.rmtree(old, ignore_errors=True)
+    (stage / COMPLETE).unlink()  # first: what is left of the stage is nothing to move in
+    shutil.rmtree(stage, ignore_errors=True)
+
+
+_HELD: set[tuple[int, int, int]] = set()
+"""(device, inode, thread) of each directory whose lock a thread of this process holds: a block nested
+in another on the same directory (a command's `claimed_directory`, then its `replaced_files`) uses
+it, since a second flock, on a new descriptor, would conflict with the first."""
+
+
+@contextmanager
+def _locked(directory: Path) -> Iterator[str]:
+    """Hold `directory`'s lock for the block, taken without waiting: "" then, or the run holding it
+    ("another run (pid N)") and nothing held. An flock, released with its descriptor, by a kill too:
+    no lock outlives its run. FileNotFoundError when `directory` is not there, or not the one locked."""
     fd = os.open(directory, os.O_RDONLY)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        if not (stage / COMPLETE).is_file():
+        st = os.fstat(fd)
+        key = (st.st_dev, st.st_ino, threading.get_ident())
+        if key in _HELD:
+            yield ""
             return
-        for entry in sorted(stage.iterdir()):
-            if entry.name == COMPLETE:
-                continue
-            if entry.is_dir():
-                _swap_in(entry, directory / entry.name)
-            else:
-                os.replace(entry, directory / entry.name)
-        for old in directory.iterdir():  # a kill between _swap_in's renames, or before it removed the old
-            if _OLD_SIBLING.fullmatch(old.name):
-                shutil.rmtree(old, ignore_errors=True)
-        (stage / COMPLETE).unlink()  # first: what is left of the stage is nothing to move in
-        shutil.rmtree(stage, ignore_errors=True)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield f"another run{_pid_holding(st)}"
+            return
+        if not os.path.samestat(st, os.stat(directory)):  # removed by the run that made it as this one opened it
+            raise FileNotFoundError(errno.ENOENT, "removed as it was locked", str(directory))
+        _HELD.add(key)
+        try:
+            yield ""
+        finally:
+            _HELD.discard(key)
     finally:
         os.close(fd)
+
+
+def _pid_holding(st: os.stat_result) -> str:
+    """" (pid N)", the process holding an flock on the file `st` describes as /proc/locks (Linux) names
+    it; "" where it does not. For the message only: the lock is the flock, whatever this says."""
+    where = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        rows = [line.split() for line in Path("/proc/locks").read_text().splitlines()]
+    except OSError:
+        return ""
+    pids = [row[4] for row in rows if row[1:2] == ["FLOCK"] and row[5:6] == [where] and row[4].isdigit()]
+    return f" (pid {pids[0]})" if pids and pids[0] != "0" else ""
+
+
+def _busy(directory: Path, other: str) -> InputError:
+    return InputError(f"{directory}: {other} is writing its outputs here; wait for it to end, or write them elsewhere")

@@ -235,7 +235,7 @@ def run_benchmark(corpus: Corpus, models: Models, config: PipelineConfig, out: s
     output the same. For measuring a variant
     over several seeds, where only the main run's figures are compared (run_comparison)."""
     out = Path(out)
-    check_writable_directory(out)  # an unusable --out fails now, not after the run; made when written
+    check_writable_directory(out)  # an unusable --out, or one another run holds, fails now, not after the run
     started = time.perf_counter()
     timer = Timer(progress)
     prepared = prepare(corpus, models, timer)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from meddevkg_core.atomic_files import check_writable_directory, finish_interrupted_commit, replaced_file
+from meddevkg_core.atomic_files import claimed_directory, finish_interrupted_commit, replaced_file
 from meddevkg_core.embeddings import BACKENDS, DEVICES
 from meddevkg_core.errors import InputError
 from meddevkg_core.home import home_dir
@@ -384,11 +384,11 @@ def _run(args: argparse.Namespace) -> int:
     print(f"corpus {args.corpus}: {corpus.devices.height} devices, {corpus.patents.height} patents, "
           f"{corpus.gold_links.height} gold pairs, {corpus.rejected.height} rejected rows")
     _require_trainable_gold(corpus, args.corpus)
-    check_writable_directory(args.out)  # before the pipeline, not after it
-    models = _models(args, config, extraction)
-    with _exit_on_untrainable_gold(args.corpus), _exit_on_llm_failure(models):
-        result = run_pipeline(corpus, models, config)
-    out = write_result(result, args.out, corpus.root)
+    with claimed_directory(args.out):  # checked before the pipeline, and no other run writes there till the end
+        models = _models(args, config, extraction)
+        with _exit_on_untrainable_gold(args.corpus), _exit_on_llm_failure(models):
+            result = run_pipeline(corpus, models, config)
+        out = write_result(result, args.out, corpus.root)
     if extraction.llm is not None:  # spaCy's run prints what it always did
         print(f"entity extraction: {entities_line(result.entity_extraction)}")
     ev = result.evaluation
@@ -414,10 +414,10 @@ def _benchmark(args: argparse.Namespace) -> int:
     # one read of the FDA records: the supplements, and with --fda-approval-dates the approvals too
     corpus = with_supplements(read_corpus(args.corpus), args.fda_pma, approval_dates=args.fda_approval_dates)
     _require_trainable_gold(corpus, args.corpus)
-    check_writable_directory(args.out)  # before the models are loaded
-    models = _models(args, config, extraction)
-    with _exit_on_untrainable_gold(args.corpus), _exit_on_llm_failure(models):
-        result = run_benchmark(corpus, models, config, args.out, ablations=not args.no_ablations)
+    with claimed_directory(args.out):  # checked before the models are loaded, held till the outputs are written
+        models = _models(args, config, extraction)
+        with _exit_on_untrainable_gold(args.corpus), _exit_on_llm_failure(models):
+            result = run_benchmark(corpus, models, config, args.out, ablations=not args.no_ablations)
     print((Path(args.out) / "report.md").read_text())
     print(f"wrote {args.out}: candidates.parquet, links.parquet, rankings.parquet, rejected_records.parquet, "
           "report.json, report.md, plots/")
@@ -459,8 +459,8 @@ def _pairs_cv(args: argparse.Namespace) -> int:
     from meddevkg_core.pair_cv import headline, main_pairs_cv
 
     _checked_model_choices(args)
-    check_writable_directory(args.out)  # before the cross-validation, not after it
-    with _models_named_by_their_options():
+    # checked before the cross-validation, held till its outputs are written
+    with claimed_directory(args.out), _models_named_by_their_options():
         report = main_pairs_cv(args.pairs, args.out, args.cross_encoder, args.device, args.hashing,
                                folds=args.folds, seed=args.seed, fda_pma=args.fda_pma,
                                cross_encoder_backend=args.cross_encoder_backend or "sentence-transformers",

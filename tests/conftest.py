@@ -6,7 +6,8 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
+import textwrap
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,52 @@ def pytest_runtest_makereport(item, call):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
         report.outcome = "failed"
         report.longrepr = f"skipped while {NO_SKIPS} is set: {reason}"
+
+
+OTHER_RUN = textwrap.dedent("""
+    import sys
+    from meddevkg_core import atomic_files
+
+    out, until = sys.argv[1:]
+
+    def pause():  # say where it stopped, then wait for a line on stdin
+        print(until, flush=True)
+        sys.stdin.readline()
+
+    if until == "claimed":  # a command's long work: its --out claimed, nothing written yet
+        with atomic_files.claimed_directory(out):
+            pause()
+    else:
+        move_in = atomic_files._move_in
+        if until == "moving":  # its stage marked complete, before its renames
+            atomic_files._move_in = lambda directory: (pause(), move_in(directory))
+        with atomic_files.replaced_files(out) as stage:
+            (stage / "links.parquet").write_text("first")
+            if until == "writing":
+                pause()
+            (stage / "report.json").write_text("first")
+""")
+
+
+@pytest.fixture
+def other_run() -> Iterator[Callable[[Path, str], subprocess.Popen[str]]]:
+    """Start another process writing its outputs (links.parquet and report.json, "first") into a
+    directory, stopped `until` "claimed" (a command's long work: atomic_files.claimed_directory),
+    "writing" (inside replaced_files, links.parquet staged) or "moving" (its stage marked, before the
+    renames); a line on its stdin lets it go on (`proc.communicate("\\n")`). Killed at teardown."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(out: Path, until: str) -> subprocess.Popen[str]:
+        proc = subprocess.Popen([sys.executable, "-c", OTHER_RUN, str(out), until], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, "PYTHONPATH": str(REPO)})
+        started.append(proc)
+        assert proc.stdout is not None and proc.stdout.readline() == f"{until}\n", proc.communicate()[1]
+        return proc
+    yield start
+    for proc in started:
+        proc.kill()
+        proc.communicate()
 
 
 @pytest.fixture(scope="session")

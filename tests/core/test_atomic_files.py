@@ -8,14 +8,17 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
 
+from meddevkg_core import atomic_files
 from meddevkg_core.atomic_files import (
     COMPLETE,
     STAGE,
     check_writable_directory,
+    claimed_directory,
     finish_interrupted_commit,
     replaced_directory,
     replaced_file,
@@ -168,6 +171,81 @@ def test_a_commit_that_cannot_be_finished_is_named(tmp_path, monkeypatch):
     assert (tmp_path / STAGE / COMPLETE).is_file()  # still there for the next try
 
 
+PREVIOUS_RUN = {"links.parquet": "1", "report.json": "1", "summary.json": "1", "plots/a.png": "1", "mine.txt": "kept"}
+
+
+def _busy(out: Path, pid: int) -> str:
+    return (f"^{out}: another run \\(pid {pid}\\) is writing its outputs here; "
+            "wait for it to end, or write them elsewhere$")
+
+
+def test_a_run_into_a_directory_another_run_is_writing_into_is_refused_and_leaves_it_its_stage(tmp_path, other_run):
+    out = tmp_path / "run"
+    _previous_run_and_a_file_of_mine(out)
+    first = other_run(out, "writing")
+    with pytest.raises(InputError, match=_busy(out, first.pid)):
+        check_writable_directory(out)  # what a command checks at its start
+    with pytest.raises(InputError, match=_busy(out, first.pid)), replaced_files(out) as stage:
+        (stage / "links.parquet").write_text("second")
+    assert _files(out) == {**PREVIOUS_RUN, f"{STAGE}/links.parquet": "first"}  # its stage, as it wrote it
+    first.communicate("\n", timeout=60)
+    assert first.returncode == 0 and _files(out) == {**PREVIOUS_RUN, "links.parquet": "first", "report.json": "first"}
+
+
+def test_a_run_killed_while_writing_leaves_no_lock_behind(tmp_path, other_run):
+    out = tmp_path / "run"
+    _previous_run_and_a_file_of_mine(out)
+    killed = other_run(out, "writing")
+    killed.kill()
+    killed.wait()
+    check_writable_directory(out)
+    with replaced_files(out) as stage:  # its stage is cleared, its lock went with it
+        (stage / "rankings.parquet").write_text("3")
+    assert _files(out) == {**PREVIOUS_RUN, "rankings.parquet": "3"}
+
+
+def _read_in_a_thread(out: Path) -> tuple[threading.Thread, list[BaseException | None]]:
+    """finish_interrupted_commit(out) in a thread: a test waiting on it forever fails instead of hanging."""
+    ended: list[BaseException | None] = []
+
+    def read() -> None:
+        try:
+            finish_interrupted_commit(out)
+            ended.append(None)
+        except BaseException as exc:
+            ended.append(exc)
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    return reader, ended
+
+
+def test_a_reader_does_not_wait_for_a_run_writing_and_waits_briefly_for_its_renames(tmp_path, other_run, monkeypatch):
+    out = tmp_path / "run"
+    _previous_run_and_a_file_of_mine(out)
+    writing = other_run(out, "writing")  # an hour of work maybe: the reader reads the previous run at once
+    reader, ended = _read_in_a_thread(out)
+    reader.join(timeout=10)
+    assert ended == [None] and _files(out) == {**PREVIOUS_RUN, f"{STAGE}/links.parquet": "first"}
+    writing.kill()
+    writing.wait()
+    moving = other_run(out, "moving")  # its stage marked, stopped before its renames
+    monkeypatch.setattr(atomic_files, "COMMIT_WAIT", 0.2)
+    reader, ended = _read_in_a_thread(out)
+    reader.join(timeout=10)
+    assert len(ended) == 1 and isinstance(ended[0], InputError), ended
+    assert str(ended[0]) == (f"{out}: another run (pid {moving.pid}) is moving its outputs in here and has not "
+                             "finished in 0.2 s; try again when it has")
+    assert (out / STAGE / COMPLETE).is_file()  # its renames are its own
+    monkeypatch.setattr(atomic_files, "COMMIT_WAIT", 60)
+    reader, ended = _read_in_a_thread(out)
+    reader.join(timeout=0.5)
+    assert reader.is_alive()  # waiting for the renames to end
+    moving.communicate("\n", timeout=60)
+    reader.join(timeout=10)
+    assert moving.returncode == 0 and ended == [None]
+    assert _files(out) == {**PREVIOUS_RUN, "links.parquet": "first", "report.json": "first"}
+
+
 def test_an_out_directory_that_cannot_be_written_is_named_before_the_work(tmp_path):
     taken = tmp_path / "afile"
     taken.write_text("not a directory")
@@ -184,6 +262,17 @@ def test_the_check_of_a_missing_out_directory_makes_nothing(tmp_path):
     with replaced_files(out) as stage:  # the directory is made when the outputs are written
         (stage / "report.json").write_text("{}")
     assert [p.name for p in out.iterdir()] == ["report.json"]
+
+
+def test_a_claim_makes_a_missing_directory_and_removes_it_if_left_empty(tmp_path):
+    out = tmp_path / "new" / "out"
+    with pytest.raises(RuntimeError), claimed_directory(out):
+        assert out.is_dir()  # made to be locked: another run is refused from now on
+        raise RuntimeError("the ranking failed")
+    assert not any(tmp_path.iterdir())  # a command that fails leaves no empty --out
+    with claimed_directory(out), replaced_files(out) as stage:  # a command's claim, then its outputs: one lock
+        (stage / "report.json").write_text("{}")
+    assert _files(tmp_path) == {"new/out/report.json": "{}"}
 
 
 def test_a_directory_this_process_cannot_write_into_is_named(tmp_path, monkeypatch):

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import duckdb
 import pytest
 
+from meddevkg_core.errors import InputError
 from meddevkg_core.schemas import fingerprint
 from meddevkg_dagster.cli import ensure_store_schema, main, ui_command, ui_hint
 
@@ -132,6 +133,53 @@ def test_benchmark_no_ablations_reaches_the_run(tmp_path, monkeypatch):
     for extra in ([], ["--no-ablations"]):
         main([*base, *extra])
     assert [ablations for _, ablations in calls] == [True, False]
+
+
+def test_a_benchmark_into_an_out_another_run_holds_is_refused_at_its_start(tmp_path, monkeypatch, capsys, other_run):
+    import meddevkg_dagster.cli as cli
+
+    base, calls = _benchmark_without_running(tmp_path, monkeypatch, "fda_id,text\nP1,stent\nP2,valve\n",
+                                             "fda_id,pat_id\nP1,1\nP2,1\n")
+    loaded = []
+    monkeypatch.setattr(cli, "load_models", lambda *args: loaded.append(args))
+    out = Path(base[-1])
+    first = other_run(out, "claimed")  # a benchmark into it, still ranking: nothing written yet
+    assert main(base) == 1
+    assert capsys.readouterr().err == (f"{out}: another run (pid {first.pid}) is writing its outputs here; "
+                                       "wait for it to end, or write them elsewhere\n")
+    assert loaded == [] and calls == []  # refused before the models are loaded
+    first.communicate("\n", timeout=60)
+    assert first.returncode == 0
+
+
+def test_a_command_holds_its_out_from_its_start_to_its_end(tmp_path, monkeypatch):
+    import threading
+
+    import meddevkg_core.benchmark
+    from meddevkg_core.atomic_files import check_writable_directory
+
+    base, _ = _benchmark_without_running(tmp_path, monkeypatch, "fda_id,text\nP1,stent\nP2,valve\n",
+                                         "fda_id,pat_id\nP1,1\nP2,1\n")
+    out = Path(base[-1])
+    seen = []
+
+    def another_run_starts() -> None:  # a thread: its own lock, as another process's
+        try:
+            check_writable_directory(out)
+            seen.append("not refused")
+        except InputError as exc:
+            seen.append(str(exc))
+
+    def ranking(corpus, models, config, out, ablations=True):
+        starting = threading.Thread(target=another_run_starts)
+        starting.start()
+        starting.join()
+        return SimpleNamespace(report={"ranking": {}})
+    monkeypatch.setattr(meddevkg_core.benchmark, "run_benchmark", ranking)
+    assert main(base) == 0
+    assert seen == [f"{out}: another run (pid {os.getpid()}) is writing its outputs here; "
+                    "wait for it to end, or write them elsewhere"]
+    check_writable_directory(out)  # released at its end
 
 
 def _fda_records(path: Path) -> Path:
