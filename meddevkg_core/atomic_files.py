@@ -1,8 +1,10 @@
 """Outputs replaced whole: a reader sees the previous version or the new one, never a half-written file
-or a directory mixing both, whether the writer ends in an exception, a full disk or a kill (for a set
-of files in a directory the user names, `replaced_files`, a kill between its renames is finished by
-the next writer or reader: `finish_interrupted_commit`; and one run at a time writes into such a
-directory, the others refused at their start: `claimed_directory`)."""
+or a directory mixing both, whether the writer ends in an exception, a full disk, a kill or a power cut
+(for a set of files in a directory the user names, `replaced_files`, a kill between its renames is
+finished by the next writer or reader: `finish_interrupted_commit`; and one run at a time writes into
+such a directory, the others refused at their start: `claimed_directory`). A power cut or kernel crash
+may write a rename to disk before the data renamed, so what is renamed into place is fsynced first, and
+the directory renamed in after (`_fsync`): the renames it lost leave the previous version."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import fcntl
 import os
 import re
 import shutil
+import stat
 import tempfile
 import threading
 import time
@@ -46,7 +49,9 @@ def replaced_file(path: str | Path) -> Iterator[Path]:
     tmp = _sibling(path, "tmp")
     try:
         yield tmp
+        _fsync(tmp)
         os.replace(tmp, path)
+        _fsync(path.parent)
     finally:
         tmp.unlink(missing_ok=True)
 
@@ -62,7 +67,9 @@ def replaced_directory(path: str | Path) -> Iterator[Path]:
     tmp.mkdir()
     try:
         yield tmp
+        _fsync(tmp, tree=True)
         _swap_in(tmp, path)
+        _fsync(path.parent)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -73,6 +80,27 @@ def _swap_in(new: Path, path: Path) -> None:
         os.replace(path, old)
     os.replace(new, path)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def _fsync(path: Path, *, tree: bool = False) -> None:
+    """Flush `path` (a file, or a directory's entries) to disk; with `tree`, each regular file and
+    directory under it first. A directory some file systems cannot fsync (EINVAL, EBADF) is left as it
+    is: their renames are as durable as they make them. Any other error is raised: a write not on disk."""
+    if tree:
+        for root, _, files in os.walk(path, topdown=False):  # a directory after what it holds
+            for name in files:
+                if stat.S_ISREG(os.lstat(os.path.join(root, name)).st_mode):
+                    _fsync(Path(root, name))
+            _fsync(Path(root))
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.EBADF) or not stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise
+    finally:
+        os.close(fd)
 
 
 def check_writable_directory(path: str | Path) -> None:
@@ -149,7 +177,10 @@ def replaced_files(directory: str | Path) -> Iterator[Path]:
         marked = False
         try:
             yield stage
+            _fsync(stage, tree=True)  # before the mark: a power cut never leaves one over outputs lost
             (stage / COMPLETE).touch()  # empty: made or not, never half-written
+            _fsync(stage / COMPLETE)
+            _fsync(stage)
             marked = True
             _move_in(directory)
         finally:
@@ -203,6 +234,7 @@ def _move_in(directory: Path) -> None:
             _swap_in(entry, directory / entry.name)
         else:
             os.replace(entry, directory / entry.name)
+    _fsync(directory)  # before the mark goes: a power cut never leaves some renames lost and no mark
     for old in directory.iterdir():  # a kill between _swap_in's renames, or before it removed the old
         if _OLD_SIBLING.fullmatch(old.name):
             shutil.rmtree(old, ignore_errors=True)

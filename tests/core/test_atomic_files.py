@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -71,6 +73,92 @@ def test_a_set_of_outputs_replaces_its_files_together_and_leaves_the_others(tmp_
         (stage / "plots" / "b.png").write_text("3")
     assert {p.relative_to(out).as_posix(): p.read_text() for p in out.rglob("*") if p.is_file()} == {
         "links.parquet": "3", "plots/b.png": "3", "mine.txt": "kept"}  # a subdirectory is replaced whole
+
+
+@pytest.fixture
+def synced(tmp_path, monkeypatch):
+    """Each fsync and rename of atomic_files, in order: ("fsync", path), ("replace", source, target), each
+    with whether tmp_path/run's stage is marked COMPLETE then (a power cut loses what is not fsynced)."""
+    log: list[tuple[str, ...]] = []
+    fsync, replace = os.fsync, os.replace
+    marked = lambda: "marked" if (tmp_path / "run" / STAGE / COMPLETE).exists() else ""  # noqa: E731
+
+    def logged_fsync(fd: int) -> None:
+        log.append(("fsync", os.readlink(f"/proc/self/fd/{fd}"), marked()))
+        fsync(fd)
+
+    def logged_replace(source: Path, target: Path) -> None:
+        log.append(("replace", str(source), str(target), marked()))
+        replace(source, target)
+
+    monkeypatch.setattr(atomic_files.os, "fsync", logged_fsync)
+    monkeypatch.setattr(atomic_files.os, "replace", logged_replace)
+    return log
+
+
+def test_a_file_is_on_disk_before_it_replaces_the_previous_one_and_so_is_the_rename(tmp_path, synced):
+    path = tmp_path.resolve() / "out" / "links.parquet"
+    with replaced_file(path) as tmp:
+        tmp.write_text("1")
+    assert synced == [("fsync", str(tmp), ""), ("replace", str(tmp), str(path), ""),
+                      ("fsync", str(path.parent), "")]
+
+
+def test_a_directory_is_on_disk_before_it_replaces_the_previous_one_and_so_is_the_rename(tmp_path, synced):
+    out = tmp_path.resolve() / "export"
+    with replaced_directory(out) as work:
+        (work / "a.csv").write_text("1")
+        (work / "sub").mkdir()
+        (work / "sub" / "b.csv").write_text("1")
+    swap = synced.index(("replace", str(work), str(out), ""))
+    assert {entry[1] for entry in synced[:swap]} == {str(work / "a.csv"), str(work / "sub" / "b.csv"),
+                                                    str(work / "sub"), str(work)}
+    assert synced[swap + 1:] == [("fsync", str(tmp_path.resolve()), "")]
+
+
+def test_a_set_of_outputs_is_on_disk_before_it_is_marked_complete_and_its_renames_before_the_mark_goes(
+        tmp_path, synced):
+    out = tmp_path.resolve() / "run"
+    stage = out / STAGE
+    with replaced_files(out) as written:
+        for name in ("links.parquet", "report.json"):
+            (written / name).write_text("1")
+        (written / "plots").mkdir()
+        (written / "plots" / "a.png").write_text("1")
+    staged = {str(stage / name) for name in ("links.parquet", "report.json", "plots/a.png", "plots")}
+    assert staged <= {entry[1] for entry in synced if entry[0] == "fsync" and not entry[-1]}
+    renames = [i for i, entry in enumerate(synced) if entry[0] == "replace"]
+    before = synced[:renames[0]]
+    assert {("fsync", str(stage / COMPLETE), "marked"), ("fsync", str(stage), "marked")} <= set(before)
+    assert ("fsync", str(out), "marked") in synced[renames[-1]:]  # the mark goes after: its renames are on disk
+
+
+@pytest.mark.parametrize("error", [errno.EINVAL, errno.EBADF])
+def test_a_file_system_that_cannot_fsync_a_directory_still_gets_its_outputs(tmp_path, monkeypatch, error):
+    fsync = os.fsync
+
+    def refused_for_directories(fd: int) -> None:
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise OSError(error, os.strerror(error))
+        fsync(fd)
+
+    monkeypatch.setattr(atomic_files.os, "fsync", refused_for_directories)
+    with replaced_files(tmp_path / "run") as stage:
+        (stage / "links.parquet").write_text("1")
+    assert (tmp_path / "run" / "links.parquet").read_text() == "1"
+
+
+def test_a_failed_fsync_fails_the_write_and_keeps_the_previous_output(tmp_path, monkeypatch):
+    path = tmp_path / "links.parquet"
+    path.write_text("1")
+
+    def disk_error(fd: int) -> None:
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(atomic_files.os, "fsync", disk_error)
+    with pytest.raises(OSError, match="Input/output error"), replaced_file(path) as tmp:
+        tmp.write_text("2")
+    assert path.read_text() == "1" and [p.name for p in tmp_path.iterdir()] == ["links.parquet"]
 
 
 def test_a_stage_a_run_killed_while_writing_left_is_cleared_by_the_next_run(tmp_path):
