@@ -56,7 +56,7 @@ from meddevkg_core.entity_match import DocKeys, EntityMatcher, doc_keys
 from meddevkg_core.errors import CorpusError
 from meddevkg_core.llm_extraction import DOMAINS, Domain, EntityExtractor, SpacyEntityExtractor
 from meddevkg_core.ontology import Ontology, normalize_term
-from meddevkg_core.progress import Progress, ThrottledReporter, no_progress
+from meddevkg_core.progress import Progress, no_progress, stage_reporter
 from meddevkg_core.raw_files import read_raw
 from meddevkg_core.report import entities_line
 
@@ -90,7 +90,7 @@ def time_extraction(docs: pl.DataFrame, ontology: Ontology, extractor: EntityExt
 
 
 def _reporter(stage: str, emit: Callable[[str], None] | None) -> Progress:
-    return no_progress if emit is None else ThrottledReporter(f"[{stage}]", emit, unit="documents")
+    return no_progress if emit is None else stage_reporter(stage, emit, "documents")
 
 
 def supports_n_process() -> bool:
@@ -357,20 +357,17 @@ def measure_extraction(corpus: Corpus, ontology: Ontology, extractors: Mapping[D
     pat_docs = corpus.patents.select(pl.col("pat_id").alias("doc_id"), "text")
     dev_docs = corpus.devices.select(pl.col("fda_id").alias("doc_id"), "text")
     patent_extractor = extractors["patent"]
-    if isinstance(patent_extractor, SpacyEntityExtractor):
+    if isinstance(patent_extractor, SpacyEntityExtractor):  # both domains' extractors are of one kind
         throughput, patents = spacy_throughput(pat_docs, ontology, patent_extractor, n_process, timing_runs,
                                                batch_size)
+        dev_seconds, devices = time_extraction(dev_docs, ontology, _timed(extractors["device"], batch_size))
+        extraction = {}  # spaCy's report stays as it was before another extractor could be measured
     else:
         throughput, patents = single_run_throughput(pat_docs, ontology, patent_extractor,
                                                     _reporter("patent_entities", progress))
-    device_extractor = extractors["device"]
-    dev_seconds, devices = time_extraction(
-        dev_docs, ontology, _timed(device_extractor, batch_size),
-        progress=no_progress if isinstance(device_extractor, SpacyEntityExtractor)
-        else _reporter("device_entities", progress))
-    # spaCy's report stays as it was before another extractor could be measured; another one names itself
-    extraction = ({} if isinstance(patent_extractor, SpacyEntityExtractor)
-                  else {"entity_extraction": {domain: extractors[domain].figures() for domain in DOMAINS}})
+        dev_seconds, devices = time_extraction(dev_docs, ontology, extractors["device"],
+                                               progress=_reporter("device_entities", progress))
+        extraction = {"entity_extraction": {domain: extractors[domain].figures() for domain in DOMAINS}}
 
     mentions = pl.concat([devices.mentions, patents.mentions])
     distinct = distinct_norm_tiers(mentions)

@@ -30,7 +30,7 @@ from meddevkg_core.entity_match import EntityMatcher, doc_keys
 from meddevkg_core.evaluation import LinkEvaluation, evaluate_links
 from meddevkg_core.llm_extraction import Domain, EntityExtractor
 from meddevkg_core.ontology import Ontology
-from meddevkg_core.progress import ThrottledReporter
+from meddevkg_core.progress import ThrottledReporter, stage_reporter
 from meddevkg_core.rerank import (
     FoldModels,
     apply_fold_models,
@@ -127,7 +127,7 @@ class Timer:
 
     def reporter(self, name: str, unit: str) -> ThrottledReporter:
         """Progress inside a long stage, to the same place as the stage lines."""
-        return ThrottledReporter(f"[{name}]", self.progress, unit=unit)
+        return stage_reporter(name, self.progress, unit)
 
 
 @dataclass(frozen=True)

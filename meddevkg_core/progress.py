@@ -40,3 +40,8 @@ class ThrottledReporter:
         eta = f", ~{(total - done) / rate:.0f}s left" if rate > 0 and not finished else ""
         pct = 100.0 * done / total if total else 100.0
         self.emit(f"{self.stage}: {done:,}/{total:,} {self.unit} ({pct:.0f}%), {rate:,.1f} {self.unit}/s{eta}")
+
+
+def stage_reporter(stage: str, emit: Callable[[str], None], unit: str) -> ThrottledReporter:
+    """Progress inside a named stage, its lines opening as the stage's own do (`[stage]: 10/20 ...`)."""
+    return ThrottledReporter(f"[{stage}]", emit, unit=unit)
