@@ -4,7 +4,9 @@ or a directory mixing both, whether the writer ends in an exception, a full disk
 finished by the next writer or reader: `finish_interrupted_commit`; and one run at a time writes into
 such a directory, the others refused at their start: `claimed_directory`). A power cut or kernel crash
 may write a rename to disk before the data renamed, so what is renamed into place is fsynced first, and
-the directory renamed in after (`_fsync`): the renames it lost leave the previous version."""
+the directory renamed in after (`_fsync`): the renames it lost leave the previous version. A directory
+made to hold outputs is fsynced into its parent as it is made (`_made_durable`): a power cut after the
+first run into a new `--out` never takes the directory, and its outputs, away."""
 
 from __future__ import annotations
 
@@ -45,7 +47,7 @@ def replaced_file(path: str | Path) -> Iterator[Path]:
     """A temporary sibling of `path` to write; it takes `path`'s place when the block ends without error
     (same directory, so one rename), and is removed otherwise."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    _made_durable(path.parent)
     tmp = _sibling(path, "tmp")
     try:
         yield tmp
@@ -62,7 +64,7 @@ def replaced_directory(path: str | Path) -> Iterator[Path]:
     and is removed otherwise. The old directory is renamed away first, so a reader meets either the
     old directory, the new one, or (between two renames) none: never a mix."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    _made_durable(path.parent)
     tmp = _sibling(path, "tmp")
     tmp.mkdir()
     try:
@@ -103,6 +105,21 @@ def _fsync(path: Path, *, tree: bool = False) -> None:
         os.close(fd)
 
 
+def _missing(path: Path) -> list[Path]:
+    """`path` and its parents that are not there (nor a symlink), deepest first."""
+    return [p for p in (path, *path.parents) if not os.path.lexists(p)]
+
+
+def _made_durable(path: Path) -> None:
+    """Make directory `path` and any missing parent, and fsync the parent of each one made, deepest first:
+    a new directory's entry is on disk before outputs are committed in it, or a power cut could take it
+    with them. A directory that was there costs nothing."""
+    made = _missing(path)
+    path.mkdir(parents=True, exist_ok=True)
+    for directory in made:
+        _fsync(directory.parent)
+
+
 def check_writable_directory(path: str | Path) -> None:
     """Refuse `path` unless outputs can be written there: a directory this process can write into, or
     a missing one whose nearest existing ancestor is such a directory (no file on the way). A command
@@ -132,14 +149,15 @@ def claimed_directory(path: str | Path) -> Iterator[Path]:
     command holds it from before its long work until its outputs are written (its `replaced_files`
     takes the same lock), so a second run into the same directory is refused at its start, in one
     line, never an hour later and never by clearing the first's stage. A commit a killed run left is
-    finished first. The directories it made are removed again if the block leaves them empty: a
-    command that fails leaves no empty `--out` behind. A kill leaves them, and takes its lock along."""
+    finished first. The directories it makes are fsynced into their parents before the block
+    (`_made_durable`), and removed again if the block leaves them empty: a command that fails leaves
+    no empty `--out` behind. A kill leaves them, and takes its lock along."""
     path = Path(path)
     check_writable_directory(path)
-    made = [p for p in (path, *path.parents) if not os.path.lexists(p)]
+    made = _missing(path)
     with ExitStack() as held:
         while True:  # again if a run that made it removed it, empty, as this one locked it
-            path.mkdir(parents=True, exist_ok=True)
+            _made_durable(path)
             with suppress(FileNotFoundError):
                 other = held.enter_context(_locked(path))
                 break

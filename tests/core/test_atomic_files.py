@@ -100,7 +100,8 @@ def test_a_file_is_on_disk_before_it_replaces_the_previous_one_and_so_is_the_ren
     path = tmp_path.resolve() / "out" / "links.parquet"
     with replaced_file(path) as tmp:
         tmp.write_text("1")
-    assert synced == [("fsync", str(tmp), ""), ("replace", str(tmp), str(path), ""),
+    assert synced == [("fsync", str(tmp_path.resolve()), ""),  # the directory it made: out's entry
+                      ("fsync", str(tmp), ""), ("replace", str(tmp), str(path), ""),
                       ("fsync", str(path.parent), "")]
 
 
@@ -131,6 +132,32 @@ def test_a_set_of_outputs_is_on_disk_before_it_is_marked_complete_and_its_rename
     before = synced[:renames[0]]
     assert {("fsync", str(stage / COMPLETE), "marked"), ("fsync", str(stage), "marked")} <= set(before)
     assert ("fsync", str(out), "marked") in synced[renames[-1]:]  # the mark goes after: its renames are on disk
+
+
+def test_the_directories_a_claim_makes_are_on_disk_before_any_output_is(tmp_path, synced):
+    # a power cut after the first run into a new --out would otherwise take it away, outputs and all
+    root = tmp_path.resolve()
+    out = root / "a" / "b" / "run"
+    with claimed_directory(out):
+        made = list(synced)  # at the claim: before the command's work, so before any output of it
+        with replaced_files(out) as stage:
+            (stage / "links.parquet").write_text("1")
+    assert made == [("fsync", str(parent), "") for parent in (root / "a" / "b", root / "a", root)]
+    assert not {entry[1] for entry in synced[len(made):]} & {str(root / "a" / "b"), str(root / "a"), str(root)}
+    assert (out / "links.parquet").read_text() == "1"
+
+
+def test_a_claim_of_a_directory_that_is_there_fsyncs_no_directory_above_it(tmp_path, synced):
+    out = tmp_path.resolve() / "run"
+    out.mkdir()
+    with claimed_directory(out):
+        assert synced == []
+        with replaced_files(out) as stage:
+            (stage / "links.parquet").write_text("1")
+    assert all(Path(entry[1]).is_relative_to(out) for entry in synced if entry[0] == "fsync")
+    with replaced_file(out / "report.json") as tmp:  # the single-file writer alike
+        tmp.write_text("{}")
+    assert all(Path(entry[1]).is_relative_to(out) for entry in synced if entry[0] == "fsync")
 
 
 @pytest.mark.parametrize("error", [errno.EINVAL, errno.EBADF])
