@@ -282,7 +282,6 @@ def plot_trajectory(traj: Trajectory, out: str | Path, title: str | None = None)
     from matplotlib.figure import Figure
 
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     fig = Figure(figsize=(10.0, 5.0), dpi=100)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from datetime import date
 
 import duckdb
 import polars as pl
 import pytest
 
+from meddevkg_core import atomic_files
 from meddevkg_core.app_store import create_application_views, from_duckdb, from_output_dir
 from meddevkg_core.applications import (
     acquired_patents,
@@ -102,6 +104,22 @@ def test_trajectory_counts_filing_and_grant_years_and_draws_a_png(tmp_path):
     assert set(traj.patents["grant_year_source"]) == {"grant_date"}
     png = plot_trajectory(traj, tmp_path / "plots" / "P1.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5_000
+
+
+def test_a_plot_into_a_new_directory_makes_it_durable_before_the_png_appears(tmp_path, monkeypatch):
+    # the plot goes through replaced_file, which fsyncs the directories it makes; one made beforehand escapes that
+    synced: list[str] = []
+    real_fsync = atomic_files.os.fsync
+
+    def logged_fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(atomic_files.os, "fsync", logged_fsync)
+    root = tmp_path.resolve()
+    plot_trajectory(trajectory(LINKS, PATENTS, "P100001", DEVICES), root / "plots" / "P1.png")
+    png_written = next(i for i, path in enumerate(synced) if path.endswith(".tmp"))
+    assert str(root) in synced[:png_written]
 
 
 def test_trajectory_lists_a_years_patents_by_grant_date_then_number_with_their_dates():
