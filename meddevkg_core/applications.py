@@ -118,7 +118,7 @@ def parse_company_path(path: str | None) -> dict[str, Any]:
     `A <- B (d)`: the device's company A bought B on d ("acquired"); `A -> B (d)`: B bought A
     ("acquirer"); `A <- B (d) -> C (d0)`: C owned B before A bought it ("former_owner"); `A ~ B
     (alliance d[ to e])`: A and B had a development and licence agreement ("partner"). Longer
-    chains list every deal (companies.py writes these paths).
+    chains list every deal (company_resolver.py writes these paths).
     """
     if not path:
         return {"device_company": None, "patent_company": None, "relation": None, "deal_dates": []}

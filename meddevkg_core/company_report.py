@@ -33,13 +33,9 @@ from typing import Any
 import polars as pl
 
 from meddevkg_core.atomic_files import replaced_file
-from meddevkg_core.companies import (
-    CompanyResolver,
-    company_match_table,
-    grant_dates,
-    normalize_company,
-    split_assignees,
-)
+from meddevkg_core.companies import company_match_table, grant_dates
+from meddevkg_core.company_names import normalize_company, split_assignees
+from meddevkg_core.company_resolver import CompanyResolver
 from meddevkg_core.device_activity import LAST_DECISION_DATE, with_last_decision
 
 SAME_COMPANY_KINDS = frozenset({"same", "acquired", "acquirer"})
@@ -196,7 +192,7 @@ def cross_company_gold(
     """Gold pairs whose assignee string differs from the applicant's: recovered as company matches?
 
     `decisions` (fda_decisions): with them, the dated view's deals count while a device was on
-    the market, up to its latest FDA decision (companies.Reach.holds); without, on its approval day.
+    the market, up to its latest FDA decision (company_resolver.Reach.holds); without, on its approval day.
 
     Returns per view (`stage2`, `dated`, `ownership_only` = Stage 2 without former owners and
     alliances) the counts and extra-pair figures, plus the pairs the dated view misses (each with

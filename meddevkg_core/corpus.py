@@ -23,7 +23,7 @@ from meddevkg_core.unstorable_text import blank
 SUFFIXES = (".parquet", ".csv", ".jsonl", ".ndjson")
 
 COMPANY_ALIASES = pl.Schema({"alias": pl.String, "canonical": pl.String, "source": pl.String})
-"""A corpus's (or the shipped) company name variants: `alias` is the company `canonical` (companies.py)."""
+"""A corpus's (or the shipped) company name variants: `alias` is the company `canonical` (company_tables.py)."""
 
 _ALIASES = {
     "devices": {"company": "applicant", "sponsor": "applicant", "id": "fda_id", "pma_number": "fda_id"},
@@ -44,7 +44,7 @@ _SCHEMAS = {"devices": schemas.DEVICES, "patents": schemas.PATENTS, "gold_links"
             "labeled_pairs": schemas.LABELED_PAIRS, "aliases": COMPANY_ALIASES,
             "acquisitions": schemas.ACQUISITIONS, "alliances": schemas.ALLIANCES}
 COMPANY_TABLES = ("aliases", "acquisitions", "alliances")
-"""A corpus directory's optional company tables, added to the shipped ones (companies.py)."""
+"""A corpus directory's optional company tables, added to the shipped ones (company_tables.py)."""
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ when the device table carries one (openFDA's PMA documents do); else it is undat
 benchmark's 20 devices without supplements are (its device table has no dates).
 
 The same latest decision bounds a device's time on the market for the company match
-(with_last_decision, companies.Reach.holds): a deal counts for a device still changed after it.
+(with_last_decision, company_resolver.Reach.holds): a deal counts for a device still changed after it.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def last_decision_dates(devices: pl.DataFrame, supplements: pl.DataFrame) -> pl.
 def with_last_decision(devices: pl.DataFrame, supplements: pl.DataFrame | None) -> pl.DataFrame:
     """The devices with LAST_DECISION_DATE (null when unknown); unchanged without supplements.
 
-    A deal's date window in the company match (companies.Reach.holds) then covers the years the
+    A deal's date window in the company match (company_resolver.Reach.holds) then covers the years the
     device was on the market, not only its approval day."""
     if supplements is None:
         return devices

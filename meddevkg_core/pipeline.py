@@ -18,7 +18,8 @@ from meddevkg_core import schemas
 from meddevkg_core.atomic_files import replaced_files
 from meddevkg_core.baselines import TfidfScorer
 from meddevkg_core.candidates import Stage2Inputs, generate_candidates
-from meddevkg_core.companies import CompanyResolver, company_match_table
+from meddevkg_core.companies import company_match_table
+from meddevkg_core.company_resolver import CompanyResolver
 from meddevkg_core.config import PipelineConfig
 from meddevkg_core.corpus import Corpus
 from meddevkg_core.cross_encoder import PairScorer, score_candidate_pairs

@@ -17,7 +17,7 @@ from dagster_duckdb import DuckDBResource
 from pydantic import Field, SecretStr, field_validator
 
 from meddevkg_core.alerts import UI_URL_ENV, WEBHOOK_ENV, RunFailureAlert, post_alert
-from meddevkg_core.companies import CompanyResolver
+from meddevkg_core.company_resolver import CompanyResolver
 from meddevkg_core.config import CrossEncoderConfig, PipelineConfig, parse_pipeline_config
 from meddevkg_core.corpus import Corpus, TableRead, read_corpus
 from meddevkg_core.cross_encoder import BACKENDS as CROSS_ENCODER_BACKENDS

@@ -9,7 +9,7 @@ import pytest
 from meddevkg_core import schemas
 from meddevkg_core.app_store import from_output_dir
 from meddevkg_core.benchmark import _protocol, _versions, device_category, hard_negative_fpr_at_recall, run_benchmark
-from meddevkg_core.companies import CompanyResolver
+from meddevkg_core.company_resolver import CompanyResolver
 from meddevkg_core.config import PipelineConfig, RerankConfig, TextAdapterConfig
 from meddevkg_core.corpus import read_corpus
 from meddevkg_core.demo import demo_corpus_dir

@@ -1,4 +1,5 @@
-"""Company normalisation, aliases, fuzzy fallback and the dated M&A graph (meddevkg_core.companies)."""
+"""Company normalisation, aliases, fuzzy fallback and the dated M&A graph (meddevkg_core.company_names,
+company_tables, company_resolver, companies)."""
 
 from __future__ import annotations
 
@@ -12,19 +13,10 @@ import pytest
 
 from meddevkg_core import schemas
 from meddevkg_core.applications import grant_years
-from meddevkg_core.companies import (
-    COMPANY_MATCHES,
-    CompanyMatch,
-    CompanyResolver,
-    acquisitions_frame,
-    aliases_frame,
-    alliances_frame,
-    build_company_dictionary,
-    company_match_table,
-    company_relation,
-    normalize_company,
-    split_assignees,
-)
+from meddevkg_core.companies import COMPANY_MATCHES, build_company_dictionary, company_match_table
+from meddevkg_core.company_names import normalize_company, split_assignees
+from meddevkg_core.company_resolver import CompanyMatch, CompanyResolver, company_relation
+from meddevkg_core.company_tables import acquisitions_frame, aliases_frame, alliances_frame
 from meddevkg_core.errors import CorpusError
 
 

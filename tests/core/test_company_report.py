@@ -8,7 +8,7 @@ from datetime import date
 import polars as pl
 import pytest
 
-from meddevkg_core.companies import CompanyResolver, company_match_table
+from meddevkg_core.companies import company_match_table
 from meddevkg_core.company_report import (
     company_report,
     cross_company_gold,
@@ -20,6 +20,7 @@ from meddevkg_core.company_report import (
     headline,
     sponsor_resolution,
 )
+from meddevkg_core.company_resolver import CompanyResolver
 
 
 def _resolver() -> CompanyResolver:

@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from meddevkg_core import schemas
-from meddevkg_core.companies import CompanyResolver
+from meddevkg_core.company_resolver import CompanyResolver
 from meddevkg_core.corpus import read_corpus
 from meddevkg_core.embeddings import HashingEncoder
 from meddevkg_core.entities import ExtractionResult, extract_mentions, load_spacy_pipeline

@@ -21,7 +21,8 @@ from meddevkg_core.baselines import (
     run_scorer,
     top_k,
 )
-from meddevkg_core.companies import CompanyResolver, company_match_table
+from meddevkg_core.companies import company_match_table
+from meddevkg_core.company_resolver import CompanyResolver
 from meddevkg_core.curves import pairs_for_recall
 from meddevkg_core.evaluation import ranking_metrics
 

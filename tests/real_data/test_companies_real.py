@@ -11,7 +11,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from meddevkg_core.companies import CompanyResolver, company_match_table
+from meddevkg_core.companies import company_match_table
+from meddevkg_core.company_resolver import CompanyResolver
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 BENCH = DATA / "bridge-meddevkg"

@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from meddevkg_core.app_store import from_output_dir
-from meddevkg_core.companies import CompanyResolver
+from meddevkg_core.company_resolver import CompanyResolver
 from meddevkg_core.config import PipelineConfig
 from meddevkg_core.corpus import read_corpus
 from meddevkg_core.embeddings import HashingEncoder
