@@ -14,7 +14,6 @@ import polars as pl
 
 from meddevkg_core.company_names import normalize_company
 from meddevkg_core.corpus import (
-    COMPANY_ALIASES,
     COMPANY_TABLES,
     TableRead,
     find_table,
@@ -24,14 +23,12 @@ from meddevkg_core.corpus import (
 )
 from meddevkg_core.errors import CorpusError
 
-ALIASES = COMPANY_ALIASES
-
 
 @dataclass(frozen=True)
 class CompanyTables:
     """A corpus directory's own company tables, valid rows only, and the rows quarantined from them."""
 
-    aliases: pl.DataFrame  # ALIASES
+    aliases: pl.DataFrame  # corpus.COMPANY_ALIASES
     acquisitions: pl.DataFrame  # schemas.ACQUISITIONS
     alliances: pl.DataFrame  # schemas.ALLIANCES
     rejected: pl.DataFrame  # schemas.REJECTED_RECORDS
