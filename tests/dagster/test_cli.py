@@ -548,6 +548,19 @@ def test_partitions_are_added_from_the_command_line_with_the_runs_that_materiali
         assert instance.get_dynamic_partitions("pma_devices") == []
 
 
+def test_the_clis_instance_gets_the_projects_dagster_yaml_and_one_it_has_is_kept(tmp_path, monkeypatch):
+    """`dagster dev` on the CLI's runs reads the checkout's instance settings (run queue, pools, event log)."""
+    project_yaml = Path(__file__).resolve().parents[2] / "dagster.yaml"
+    home = tmp_path / "dagster_home"
+    monkeypatch.setenv("MEDDEVKG_HOME", str(tmp_path))
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    assert main(["partitions"]) == 0
+    assert (home / "dagster.yaml").read_text() == project_yaml.read_text()
+    own = "telemetry:\n  enabled: false\n"
+    (home / "dagster.yaml").write_text(own)
+    assert main(["partitions"]) == 0
+    assert (home / "dagster.yaml").read_text() == own
+
 def test_the_embedding_backend_setting_reaches_run_and_benchmark_and_pairs_cv_has_no_idle_cache_option(
         tmp_path, monkeypatch):
     import meddevkg_dagster.cli as cli
