@@ -68,13 +68,13 @@ REFUSAL = "gold links for only 1 device; Stage 3 learns from gold links"
 
 @pytest.mark.parametrize("command", ["run", "benchmark"])
 def test_gold_for_a_single_device_is_refused_before_any_encoding(tmp_path, monkeypatch, command):
-    import meddevkg_dagster.cli as cli
+    import meddevkg_dagster.cli.pipeline_setup as pipeline_setup
 
     def no_models(*args):
         raise AssertionError("models were loaded: the refusal came too late")
 
     corpus = _corpus_with_gold_for_one_device(tmp_path)
-    monkeypatch.setattr(cli, "load_models", no_models)
+    monkeypatch.setattr(pipeline_setup, "load_models", no_models)
     with pytest.raises(SystemExit, match=REFUSAL):
         main([command, "--corpus", str(corpus), "--out", str(tmp_path / "out")])
     assert not (tmp_path / "out").exists()
@@ -111,13 +111,13 @@ def _benchmark_without_running(tmp_path, monkeypatch, devices: str, gold: str):
     """A corpus in tmp_path and `meddevkg benchmark` with models and run stubbed: returns the
     command's first arguments and the list of (corpus, ablations) the run was called with."""
     import meddevkg_core.benchmark
-    import meddevkg_dagster.cli as cli
+    import meddevkg_dagster.cli.pipeline_setup as pipeline_setup
 
     (tmp_path / "devices.csv").write_text(devices)
     (tmp_path / "patents.csv").write_text("pat_id,text\n1,stent\n")
     (tmp_path / "gold_links.csv").write_text(gold)
     calls = []
-    monkeypatch.setattr(cli, "load_models", lambda *args: None)
+    monkeypatch.setattr(pipeline_setup, "load_models", lambda *args: None)
     monkeypatch.setattr(meddevkg_core.benchmark, "run_benchmark",
                         lambda corpus, models, config, out, ablations=True: calls.append((corpus, ablations))
                         or SimpleNamespace(report={"ranking": {}}))
@@ -136,12 +136,12 @@ def test_benchmark_no_ablations_reaches_the_run(tmp_path, monkeypatch):
 
 
 def test_a_benchmark_into_an_out_another_run_holds_is_refused_at_its_start(tmp_path, monkeypatch, capsys, other_run):
-    import meddevkg_dagster.cli as cli
+    import meddevkg_dagster.cli.pipeline_setup as pipeline_setup
 
     base, calls = _benchmark_without_running(tmp_path, monkeypatch, "fda_id,text\nP1,stent\nP2,valve\n",
                                              "fda_id,pat_id\nP1,1\nP2,1\n")
     loaded = []
-    monkeypatch.setattr(cli, "load_models", lambda *args: loaded.append(args))
+    monkeypatch.setattr(pipeline_setup, "load_models", lambda *args: loaded.append(args))
     out = Path(base[-1])
     first = other_run(out, "claimed")  # a benchmark into it, still ranking: nothing written yet
     assert main(base) == 1
@@ -293,11 +293,12 @@ def test_the_ui_command_opens_this_runs_corpus_and_store_from_any_directory(tmp_
 
 
 def test_an_installed_package_opens_the_ui_by_module_and_a_local_instance_gets_dagster_dev(tmp_path, monkeypatch):
-    import meddevkg_dagster.cli as cli
+    import meddevkg_dagster.cli.dagster_instance as dagster_instance
 
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))  # no dagster.yaml: Dagster's local SQLite defaults
     assert " dev -w " in ui_hint(os.environ)
-    monkeypatch.setattr(cli, "_WORKSPACE", tmp_path / "site-packages" / "workspace.yaml")  # pip install, no checkout
+    # pip install, no checkout
+    monkeypatch.setattr(dagster_instance, "_WORKSPACE", tmp_path / "site-packages" / "workspace.yaml")
     assert ui_command(os.environ).endswith(" dev -m meddevkg_dagster.definitions")
 
 
@@ -433,13 +434,14 @@ def test_the_pipeline_config_comes_from_a_file_or_the_environment_and_a_misplace
     import dagster as dg
 
     import meddevkg_core.benchmark
-    import meddevkg_dagster.cli as cli
+    import meddevkg_dagster.cli.pipeline_setup as pipeline_setup
     from meddevkg_dagster.resources import PipelineConfigResource
 
     base, _ = _benchmark_without_running(tmp_path, monkeypatch, "fda_id,text\nP1,stent\nP2,valve\n",
                                          "fda_id,pat_id\nP1,1\nP2,1\n")
     seen = []
-    monkeypatch.setattr(cli, "load_models", lambda corpus_dir, cross_encoder, *rest: seen.append(cross_encoder))
+    monkeypatch.setattr(pipeline_setup, "load_models",
+                        lambda corpus_dir, cross_encoder, *rest: seen.append(cross_encoder))
     monkeypatch.setattr(meddevkg_core.benchmark, "run_benchmark", lambda corpus, models, config, out, ablations=True:
                         seen.append(config) or SimpleNamespace(report={"ranking": {}}))
     monkeypatch.setenv("MEDDEVKG_PIPELINE_CONFIG", '{"candidates": {"vector_mode": "absolute"}}')  # Dagster's too
@@ -465,32 +467,32 @@ def test_the_pipeline_config_comes_from_a_file_or_the_environment_and_a_misplace
 def test_run_and_benchmark_merge_the_licensed_releases_the_environment_names(tmp_path, monkeypatch):
     import meddevkg_core.embeddings
     import meddevkg_core.entities
-    import meddevkg_dagster.cli as cli
+    import meddevkg_dagster.cli.pipeline_setup as pipeline_setup
     from meddevkg_core.config import CrossEncoderConfig
 
     fixtures = Path(__file__).resolve().parents[1] / "fixtures"
     monkeypatch.setattr(meddevkg_core.embeddings, "load_embedding_model", lambda *args, **kw: None)
     monkeypatch.setattr(meddevkg_core.entities, "load_spacy_pipeline", lambda: None)
     monkeypatch.setenv("MEDDEVKG_UMLS_DIR", str(fixtures / "umls"))
-    models = cli.load_models(tmp_path, CrossEncoderConfig(), "cpu", None)
+    models = pipeline_setup.load_models(tmp_path, CrossEncoderConfig(), "cpu", None)
     assert models.ontology.lookup("open-irrigated RF catheter") == "C9900003"  # the same ontology as the asset
     assert "C9900005" in models.ontology_rejected["record_key"].to_list()  # run writes it to rejected_records
     assert "Drug-eluting coronary stent" in set(models.ontology.terms["term"])  # a SNOMED CT (SRL 9) atom
     monkeypatch.setenv("MEDDEVKG_UMLS_MAX_SRL", "0")  # the SNOMED CT (SRL 9) atoms dropped, as the asset does
     monkeypatch.setenv("MEDDEVKG_TERMINOLOGIES_STRICT", "true")  # the fixture's MRREL cycle is no malformed line
-    models = cli.load_models(tmp_path, CrossEncoderConfig(), "cpu", None)
+    models = pipeline_setup.load_models(tmp_path, CrossEncoderConfig(), "cpu", None)
     assert "Drug-eluting coronary stent" not in set(models.ontology.terms["term"])
     monkeypatch.setenv("MEDDEVKG_UMLS_MAX_SRL", "nine")
     with pytest.raises(SystemExit, match="MEDDEVKG_UMLS_MAX_SRL='nine'"):
-        cli.load_models(tmp_path, CrossEncoderConfig(), "cpu", None)
+        pipeline_setup.load_models(tmp_path, CrossEncoderConfig(), "cpu", None)
     monkeypatch.setenv("MEDDEVKG_UMLS_MAX_SRL", "0")
     monkeypatch.setenv("MEDDEVKG_TERMINOLOGIES_STRICT", "maybe")
     with pytest.raises(SystemExit, match="MEDDEVKG_TERMINOLOGIES_STRICT='maybe'"):
-        cli.load_models(tmp_path, CrossEncoderConfig(), "cpu", None)
+        pipeline_setup.load_models(tmp_path, CrossEncoderConfig(), "cpu", None)
     monkeypatch.delenv("MEDDEVKG_TERMINOLOGIES_STRICT")
     monkeypatch.setenv("MEDDEVKG_UMLS_DIR", str(tmp_path / "missing"))
     with pytest.raises(SystemExit, match="MEDDEVKG_UMLS_DIR="):
-        cli.load_models(tmp_path, CrossEncoderConfig(), "cpu", None)
+        pipeline_setup.load_models(tmp_path, CrossEncoderConfig(), "cpu", None)
 
 
 def test_run_with_the_hashing_encoder_writes_its_tables_and_a_wrong_model_path_is_named(tmp_path, capsys):
@@ -563,12 +565,12 @@ def test_the_clis_instance_gets_the_projects_dagster_yaml_and_one_it_has_is_kept
 
 def test_the_embedding_backend_setting_reaches_run_and_benchmark_and_pairs_cv_has_no_idle_cache_option(
         tmp_path, monkeypatch):
-    import meddevkg_dagster.cli as cli
+    import meddevkg_dagster.cli.pipeline_setup as pipeline_setup
 
     base, _ = _benchmark_without_running(tmp_path, monkeypatch, "fda_id,text\nP1,stent\nP2,valve\n",
                                          "fda_id,pat_id\nP1,1\nP2,1\n")
     loaded = []
-    monkeypatch.setattr(cli, "load_models", lambda *args: loaded.append(args))
+    monkeypatch.setattr(pipeline_setup, "load_models", lambda *args: loaded.append(args))
     monkeypatch.setenv("MEDDEVKG_EMBEDDING_BACKEND", "onnx-int8")  # as the Dagster resource reads it
     main(base)
     main([*base, "--embedding-backend", "torch-int8"])
@@ -697,10 +699,11 @@ def test_a_bad_config_is_refused_before_the_corpus_and_the_fda_records_are_read(
 
 
 def test_a_config_file_that_cannot_be_read_is_named(tmp_path, monkeypatch):
-    import meddevkg_dagster.cli as cli
+    import meddevkg_dagster.cli.pipeline_setup as pipeline_setup
 
     corpus = _two_gold_devices(tmp_path / "corpus")
-    monkeypatch.setattr(cli, "load_models", lambda *args: pytest.fail("the config is read before the models"))
+    monkeypatch.setattr(pipeline_setup, "load_models",
+                        lambda *args: pytest.fail("the config is read before the models"))
     latin = tmp_path / "latin.json"
     latin.write_bytes(b'{"candidates": {"note": "caf\xe9"}}')
     for config in (tmp_path / "missing.json", latin):
@@ -710,10 +713,10 @@ def test_a_config_file_that_cannot_be_read_is_named(tmp_path, monkeypatch):
 
 def test_an_out_that_cannot_be_written_is_named_before_the_models_are_loaded(tmp_path, monkeypatch, capsys):
     # a file in the way ended in a FileExistsError traceback, and only once the run was over
-    import meddevkg_dagster.cli as cli
+    import meddevkg_dagster.cli.pipeline_setup as pipeline_setup
 
     corpus = _two_gold_devices(tmp_path / "corpus")
-    monkeypatch.setattr(cli, "load_models", lambda *args: pytest.fail("the models were loaded"))
+    monkeypatch.setattr(pipeline_setup, "load_models", lambda *args: pytest.fail("the models were loaded"))
     taken = tmp_path / "taken"
     taken.write_text("a file")
     for command in (["run", "--corpus", str(corpus)], ["benchmark", "--corpus", str(corpus)],
