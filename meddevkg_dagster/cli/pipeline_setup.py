@@ -35,7 +35,7 @@ def load_models(corpus_dir: Path, cross_encoder: CrossEncoderConfig, device: str
                 embedding_model: str | None = None, embedding_backend: str | None = None,
                 extraction: ExtractorSettings | None = None) -> Models:
     """`extraction` (default spaCy) chooses Stage 1's extractor, as the entity_extractor resource does."""
-    from meddevkg_core.companies import CompanyResolver
+    from meddevkg_core.company_resolver import CompanyResolver
     from meddevkg_core.cross_encoder import load_cross_encoder
     from meddevkg_core.embeddings import EmbeddingCache, load_embedding_model
     from meddevkg_core.llm_extraction import ExtractorSettings
