@@ -37,6 +37,7 @@ from meddevkg_core.companies import company_match_table, grant_dates
 from meddevkg_core.company_names import normalize_company, split_assignees
 from meddevkg_core.company_resolver import CompanyResolver
 from meddevkg_core.device_activity import LAST_DECISION_DATE, with_last_decision
+from meddevkg_core.report import percent
 
 SAME_COMPANY_KINDS = frozenset({"same", "acquired", "acquirer"})
 _MAX_LISTED = 200
@@ -333,10 +334,6 @@ def company_report(
 # --------------------------------------------------------------------------- output
 
 
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
-
-
 def headline(report: dict[str, Any]) -> dict[str, Any]:
     """The report without its lists: the one-line JSON summary."""
     return {k: v for k, v in report.items() if k != "detail"}
@@ -348,17 +345,17 @@ def format_company_report(report: dict[str, Any]) -> str:
     s2, dt, own = gd["stage2"], gd["dated"], gd["ownership_only"]
     lines = [
         "company report",
-        f"  sponsor resolution        {_pct(sp['share'])} ({sp['same_company']}/{sp['n_with_sponsor']} devices with a "
-        f"raw FDA sponsor resolve to the applicant's company: same id {sp['same_id']}, acquisition lineage "
+        f"  sponsor resolution        {percent(sp['share'])} ({sp['same_company']}/{sp['n_with_sponsor']} devices "
+        f"with a raw FDA sponsor resolve to the applicant's company: same id {sp['same_id']}, acquisition lineage "
         f"{sp['same_company'] - sp['same_id']}); {sp['n_without_sponsor']} device(s) without an FDA record",
         f"  cross-company gold        {gd['n_cross']} of {gd['n_gold']} gold pairs have assignee != applicant",
-        f"    Stage 2 (corpus names, corpus dates)   recovered {s2['cross_recovered']} = {_pct(s2['cross_share'])}; "
-        f"all gold {_pct(s2['gold_share'])}",
-        f"    dated (+ raw sponsor, FDA dates)       recovered {dt['cross_recovered']} = {_pct(dt['cross_share'])}; "
-        f"all gold {_pct(dt['gold_share'])}",
+        f"    Stage 2 (corpus names, corpus dates)   recovered {s2['cross_recovered']} = "
+        f"{percent(s2['cross_share'])}; all gold {percent(s2['gold_share'])}",
+        f"    dated (+ raw sponsor, FDA dates)       recovered {dt['cross_recovered']} = "
+        f"{percent(dt['cross_share'])}; all gold {percent(dt['gold_share'])}",
         f"      by relation {s2['cross_by_kind']}",
         f"    ownership only (no former owners, no alliances) recovered {own['cross_recovered']} = "
-        f"{_pct(own['cross_share'])}; extra pairs {own['extra_pairs']} (Stage 2: {s2['extra_pairs']})",
+        f"{percent(own['cross_share'])}; extra pairs {own['extra_pairs']} (Stage 2: {s2['extra_pairs']})",
         f"  pairs                     {s2['all_pairs']} device x patent; plain name equality {s2['exact_name_pairs']}",
         f"    Stage 2 company matches {s2['company_pairs']}, extra {s2['extra_pairs']} {s2['extra_by_kind']}, "
         f"exact pairs lost {s2['exact_pairs_lost']}",

@@ -58,7 +58,7 @@ from meddevkg_core.llm_extraction import DOMAINS, Domain, EntityExtractor, Spacy
 from meddevkg_core.ontology import Ontology, normalize_term
 from meddevkg_core.progress import Progress, no_progress, stage_reporter
 from meddevkg_core.raw_files import read_raw
-from meddevkg_core.report import entities_line
+from meddevkg_core.report import entities_line, percent
 
 MAP_TIERS = ("exact", "head_noun", "none")
 LLM_SEPARATOR = "|||"
@@ -413,10 +413,6 @@ def measure_extraction(corpus: Corpus, ontology: Ontology, extractors: Mapping[D
     }
 
 
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
-
-
 def _num(x: float | None, digits: int = 1) -> str:
     return "n/a" if x is None else f"{x:.{digits}f}"
 
@@ -453,13 +449,13 @@ def format_summary(r: dict[str, Any]) -> str:
         f"  throughput (devices)      {_num(r['device_docs_per_second'])} docs/s",
         f"  mentions                  {r['n_mentions_patents']} patent, {r['n_mentions_devices']} device; "
         f"rejected {r['n_rejected_patents'] + r['n_rejected_devices']}",
-        f"  coverage (mentions)       exact {_pct(cov['exact'])}, head noun {_pct(cov['head_noun'])}, "
-        f"none {_pct(cov['none'])}",
-        f"  coverage (distinct norms) exact {_pct(covd['exact'])}, head noun {_pct(covd['head_noun'])}, "
-        f"none {_pct(covd['none'])} over {r['n_distinct_norms']} norms "
+        f"  coverage (mentions)       exact {percent(cov['exact'])}, head noun {percent(cov['head_noun'])}, "
+        f"none {percent(cov['none'])}",
+        f"  coverage (distinct norms) exact {percent(covd['exact'])}, head noun {percent(covd['head_noun'])}, "
+        f"none {percent(covd['none'])} over {r['n_distinct_norms']} norms "
         f"(paper, distinct entities: 9.2% + 73.7% = 82.9%)",
-        f"  tier S/A/B match share    gold {_pct(r['gold_tier_match_share'])} of {r['n_gold_pairs']} vs "
-        f"random {_pct(r['random_tier_match_share'])} of {r['n_random_pairs']}",
+        f"  tier S/A/B match share    gold {percent(r['gold_tier_match_share'])} of {r['n_gold_pairs']} vs "
+        f"random {percent(r['random_tier_match_share'])} of {r['n_random_pairs']}",
         f"  weighted overlap mean     gold {_num(r['gold_weighted_overlap_mean'])} vs random "
         f"{_num(r['random_weighted_overlap_mean'])} (paper 47.3 vs 12.1; ours = sum of shared tier points)",
         f"  S_entity mean (max)       gold {_num(r['gold_s_entity_mean'])} vs random "
@@ -467,10 +463,10 @@ def format_summary(r: dict[str, Any]) -> str:
     ]
     if r["llm_pairs"]:
         lines.append(
-            f"  LLM entity recall         strings {_pct(r['llm_entity_recall'])} (devices "
-            f"{_pct(r['llm_entity_recall_devices'])}, patents {_pct(r['llm_entity_recall_patents'])}), concepts "
-            f"{_pct(r['llm_concept_recall'])}; {r['n_llm_strings']} names on {r['llm_pairs']} gold pairs, "
-            f"{_pct(r['llm_strings_mapped_share'])} of them map to a concept")
+            f"  LLM entity recall         strings {percent(r['llm_entity_recall'])} (devices "
+            f"{percent(r['llm_entity_recall_devices'])}, patents {percent(r['llm_entity_recall_patents'])}), concepts "
+            f"{percent(r['llm_concept_recall'])}; {r['n_llm_strings']} names on {r['llm_pairs']} gold pairs, "
+            f"{percent(r['llm_strings_mapped_share'])} of them map to a concept")
     else:
         lines.append("  LLM entity recall         n/a (no LLM entity file)")
     return "\n".join(lines)

@@ -12,11 +12,16 @@ PAPER = {
 }
 
 
+def percent(x: float | None) -> str:
+    """A share as the reports print it: one decimal, or n/a when it could not be measured."""
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
 def _fmt(x, pct: bool = False) -> str:
     if x is None:
         return "n/a"
     if isinstance(x, float):
-        return f"{100 * x:.1f}%" if pct else f"{x:.3f}"
+        return percent(x) if pct else f"{x:.3f}"
     return str(x)
 
 

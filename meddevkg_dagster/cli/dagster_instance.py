@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from meddevkg_core.home import home_dir
-from meddevkg_dagster.cli.pipeline_commands import _pct
+from meddevkg_core.report import percent
 from meddevkg_dagster.cli.pipeline_setup import _require_trainable_gold
 
 if TYPE_CHECKING:
@@ -148,9 +148,9 @@ def _demo(_: argparse.Namespace) -> int:
     rows = [("devices", ev["n_devices"]), ("patents", ev["n_patents"]),
             ("candidates (Stage 2)", ev["pool_size"]), ("links (Stage 3)", ev["n_links"]),
             ("gold pairs / devices", f"{ev['n_gold_pairs']} / {ev['n_gold_devices']}"),
-            ("pool recall on gold", _pct(ev["pool_recall"])),
-            ("link recall on gold (out-of-fold)", _pct(ev["link_recall"])),
-            ("share of all pairs kept", _pct(ev["link_share_of_pairs"])),
+            ("pool recall on gold", percent(ev["pool_recall"])),
+            ("link recall on gold (out-of-fold)", percent(ev["link_recall"])),
+            ("share of all pairs kept", percent(ev["link_share_of_pairs"])),
             ("DuckDB file", db), ("Dagster run", run["run_id"]),
             ("open the UI", ui_hint(os.environ))]
     width = max(len(k) for k, _ in rows)

@@ -29,15 +29,11 @@ from meddevkg_dagster.cli.pipeline_setup import (
 )
 
 
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
-
-
 def _run(args: argparse.Namespace) -> int:
     from meddevkg_core.corpus import read_corpus
     from meddevkg_core.dossier import with_supplements
     from meddevkg_core.pipeline import run_pipeline, write_result
-    from meddevkg_core.report import entities_line
+    from meddevkg_core.report import entities_line, percent
 
     _checked_model_choices(args)
     extraction = _extractor_settings(args)  # an LLM without its endpoint is refused before the corpus is read
@@ -54,9 +50,9 @@ def _run(args: argparse.Namespace) -> int:
     if extraction.llm is not None:  # spaCy's run prints what it always did
         print(f"entity extraction: {entities_line(result.entity_extraction)}")
     ev = result.evaluation
-    print(f"\nwrote {out}: {ev.pool_size} candidates ({_pct(ev.pool_share_of_pairs)} of pairs, "
-          f"gold recall {_pct(ev.pool_recall)}), {ev.n_links} links ({_pct(ev.link_share_of_pairs)} of pairs, "
-          f"out-of-fold gold recall {_pct(ev.link_recall)})")
+    print(f"\nwrote {out}: {ev.pool_size} candidates ({percent(ev.pool_share_of_pairs)} of pairs, "
+          f"gold recall {percent(ev.pool_recall)}), {ev.n_links} links ({percent(ev.link_share_of_pairs)} of pairs, "
+          f"out-of-fold gold recall {percent(ev.link_recall)})")
     for note in result.notes:
         print(f"note: {note}")
     return 0
