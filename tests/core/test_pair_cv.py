@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 from sklearn.metrics import average_precision_score, f1_score, roc_auc_score
 
-from meddevkg_core import pair_cv
+from meddevkg_core import pair_cv, text_pair_features, text_pairs
 from meddevkg_core.config import CandidateConfig
 from meddevkg_core.corpus import read_corpus
 from meddevkg_core.embeddings import HashingEncoder
@@ -59,7 +59,7 @@ def synthetic_pairs() -> pl.DataFrame:
         for k in (1, 3, 5):
             other = ids[(i + k) % len(ids)]
             rows.append((fda, f"N{fda}-{k}", text, f"{TOPICS[other][1][i % 2]} Variant {k} of {fda}.", 0))
-    return pl.DataFrame(rows, schema=pair_cv.PAIRS, orient="row")
+    return pl.DataFrame(rows, schema=text_pairs.PAIRS, orient="row")
 
 
 @pytest.fixture(scope="module")
@@ -85,13 +85,13 @@ def test_read_pairs_quarantines_bad_rows(tmp_path: Path):
         "P1,11,stent,coronary stent,0\n"
         "P2,14,valve,mitral valve,0.0\n"
     )
-    read = pair_cv.load_pairs(path)
-    assert read.pairs.schema == pair_cv.PAIRS
+    read = text_pairs.load_pairs(path)
+    assert read.pairs.schema == text_pairs.PAIRS
     assert read.pairs.select("fda_id", "pat_id", "label").rows() == [("P1", "11", 1), ("P2", "14", 0)]
     reasons = dict(zip(read.rejected["record_key"], read.rejected["reason"], strict=True))
     assert reasons == {"pairs#1:P1|12": "missing patent_text", "pairs#2:P2|13": "label is not 0 or 1",
                        "pairs#3:P1|11": "duplicate pair of row 0"}
-    assert pair_cv.read_pairs(path).height == 2
+    assert text_pairs.read_pairs(path).height == 2
 
 
 def test_read_pairs_quarantines_a_record_with_more_fields_than_the_header_and_keeps_it_whole(tmp_path: Path):
@@ -99,7 +99,7 @@ def test_read_pairs_quarantines_a_record_with_more_fields_than_the_header_and_ke
     path.write_text("fda_id,pat_id,device_text,patent_text,label\n"
                     'P1,11,stent,"coronary stent, with struts",1\n'
                     "P1,12,stent,coronary stent, with struts,0\n")
-    read = pair_cv.load_pairs(path)
+    read = text_pairs.load_pairs(path)
     assert read.pairs.select("fda_id", "pat_id", "patent_text").rows() == [("P1", "11", "coronary stent, with struts")]
     assert read.rejected["reason"].to_list() == ["line 3: 6 fields where the header has 5"]
     assert json.loads(read.rejected["record"][0])["__raw__"] == "P1,12,stent,coronary stent, with struts,0"
@@ -111,24 +111,24 @@ def test_read_pairs_quarantines_a_pair_repeated_with_stray_whitespace(tmp_path: 
                     "P1,11,stent,coronary stent,1\n"
                     "P1 ,11,stent,coronary stent,0\n"
                     "P1, 11,stent,coronary stent,0\n")
-    read = pair_cv.load_pairs(path)
+    read = text_pairs.load_pairs(path)
     assert read.pairs.select("fda_id", "pat_id", "label").rows() == [("P1", "11", 1)]
     assert read.rejected["reason"].to_list() == ["duplicate pair of row 0"] * 2
-    pair_cv._check_pairs(read.pairs)  # what pairs-cv checks before its folds: no duplicate left
+    text_pairs._check_pairs(read.pairs)  # what pairs-cv checks before its folds: no duplicate left
 
 
 def test_read_pairs_parquet_and_jsonl_and_missing_column(tmp_path: Path, pairs: pl.DataFrame):
     pairs.with_columns(pl.col("label").cast(pl.Int64)).write_parquet(tmp_path / "p.parquet")
-    assert pair_cv.read_pairs(tmp_path / "p.parquet").equals(pairs)
+    assert text_pairs.read_pairs(tmp_path / "p.parquet").equals(pairs)
     jsonl = tmp_path / "p.jsonl"
     jsonl.write_text('{"fda_id": "P1", "pat_id": 7, "device_text": "a", "patent_text": "b", "label": true}\n'
                      "not json\n")
-    read = pair_cv.load_pairs(jsonl)
+    read = text_pairs.load_pairs(jsonl)
     assert read.pairs.rows() == [("P1", "7", "a", "b", 1)]
     assert read.rejected.height == 1 and "invalid JSON" in read.rejected["reason"][0]
     pairs.drop("label").write_parquet(tmp_path / "nolabel.parquet")
-    with pytest.raises(pair_cv.PairsError, match="label"):
-        pair_cv.read_pairs(tmp_path / "nolabel.parquet")
+    with pytest.raises(text_pairs.PairsError, match="label"):
+        text_pairs.read_pairs(tmp_path / "nolabel.parquet")
 
 
 def test_a_label_reads_alike_in_a_pair_file_and_in_a_corpus_labeled_pairs_table(tmp_path: Path):
@@ -141,7 +141,7 @@ def test_a_label_reads_alike_in_a_pair_file_and_in_a_corpus_labeled_pairs_table(
     (tmp_path / "pairs.csv").write_text(
         "fda_id,pat_id,device_text,patent_text,label\n"
         + "".join(f"P{i},1,stent {i},stent,{label}\n" for i, label in enumerate(labels)))
-    corpus, read = read_corpus(tmp_path), pair_cv.load_pairs(tmp_path / "pairs.csv")
+    corpus, read = read_corpus(tmp_path), text_pairs.load_pairs(tmp_path / "pairs.csv")
     expected = [(f"P{i}", label) for i, label in enumerate([1, 0, 1, 0, 1, 0, 1])]
     assert corpus.labeled_pairs.select("fda_id", "label").rows() == expected
     assert read.pairs.select("fda_id", "label").rows() == expected
@@ -158,8 +158,8 @@ def test_a_label_reads_alike_in_a_pair_file_and_in_a_corpus_labeled_pairs_table(
 
 def test_groups_join_devices_sharing_a_text():
     df = pl.DataFrame([("A", "1", "stent", "x", 1), ("B", "2", "stent", "y", 0), ("C", "3", "valve", "x", 0),
-                       ("D", "4", "graft", "z", 1), ("E", "4", "lead", "w", 0)], schema=pair_cv.PAIRS, orient="row")
-    g = pair_cv.device_groups(df)
+                       ("D", "4", "graft", "z", 1), ("E", "4", "lead", "w", 0)], schema=text_pairs.PAIRS, orient="row")
+    g = text_pairs.device_groups(df)
     assert g[0] == g[1] == g[2]  # A-B share a device text, A-C a patent text
     assert g[3] == g[4] and g[3] != g[0]  # D-E share a patent id
 
@@ -176,18 +176,18 @@ def test_folds_never_share_a_device_or_text(pairs: pl.DataFrame, result: pair_cv
 
 def test_assign_folds_is_label_free_and_balanced():
     groups = np.repeat(np.arange(10), [9, 1, 1, 2, 2, 3, 3, 4, 4, 5])
-    fold = pair_cv.assign_folds(groups, 3, seed=0)
+    fold = text_pairs.assign_folds(groups, 3, seed=0)
     assert all(len(np.unique(fold[groups == g])) == 1 for g in range(10))
     sizes = np.bincount(fold)
     assert sizes.max() - sizes.min() <= 1
     with pytest.raises(ValueError, match="folds"):
-        pair_cv.assign_folds(groups, 11, seed=0)
+        text_pairs.assign_folds(groups, 11, seed=0)
 
 
 def test_pool_percentiles_rank_a_pair_against_every_text_of_the_other_side():
-    idx = pair_cv.TextIndex(["d0", "d1"], ["p0", "p1", "p2"], np.array([0, 0, 1]), np.array([0, 2, 2]))
+    idx = text_pair_features.TextIndex(["d0", "d1"], ["p0", "p1", "p2"], np.array([0, 0, 1]), np.array([0, 2, 2]))
     sim = np.array([[0.9, 0.1, 0.5], [0.2, 0.8, 0.3]])
-    dev_pct, pat_pct = pair_cv._pool_percentiles(sim, idx)
+    dev_pct, pat_pct = text_pair_features._pool_percentiles(sim, idx)
     np.testing.assert_allclose(dev_pct, [2 / 3, 1 / 3, 1 / 3])  # d0: 0.9 beats 2 of 3 patents, 0.5 one
     np.testing.assert_allclose(pat_pct, [1 / 2, 1 / 2, 0])  # p2: 0.5 beats d1's 0.3, 0.3 beats none
 
@@ -262,27 +262,27 @@ def test_report_lists_every_scorer_with_labelled_metrics(result: pair_cv.PairCvR
     assert r["scorers"]["learned"]["roc_auc"] == round(
         roc_auc_score(result.pair_scores["label"], result.pair_scores["score"]), 4)
     # The headline model reads pair features only; the lengths variant adds one-sided ones.
-    assert not set(pair_cv.LENGTH_FEATURES) & set(r["scorers"]["learned"]["features"])
-    assert set(pair_cv.LENGTH_FEATURES) <= set(r["scorers"]["learned_with_lengths"]["features"])
-    assert set(pair_cv.CHAR_FEATURES) <= set(r["features"])
+    assert not set(text_pair_features.LENGTH_FEATURES) & set(r["scorers"]["learned"]["features"])
+    assert set(text_pair_features.LENGTH_FEATURES) <= set(r["scorers"]["learned_with_lengths"]["features"])
+    assert set(text_pair_features.CHAR_FEATURES) <= set(r["features"])
     line = pair_cv.headline(r)
     assert line["roc_auc"] == r["scorers"]["learned"]["roc_auc"] and line["splits"] == 1
     assert line["roc_auc_mean"] == line["roc_auc"]
 
 
 def test_char_tfidf_sees_shared_word_parts_that_word_tfidf_misses():
-    idx = pair_cv.text_index(pl.DataFrame(
+    idx = text_pair_features.text_index(pl.DataFrame(
         [("P1", "1", "Coronary stents.", "Stenting the coronary artery.", 1),
          ("P1", "2", "Coronary stents.", "A valve leaflet.", 0),
          ("P2", "3", "Heart valve.", "Valvular prosthesis leaflets.", 1),
-         ("P2", "4", "Heart valve.", "Pacing lead electrodes.", 0)], schema=pair_cv.PAIRS, orient="row"))
-    char = pair_cv.char_tfidf_features(idx)
-    word = pair_cv.tfidf_features(idx)
+         ("P2", "4", "Heart valve.", "Pacing lead electrodes.", 0)], schema=text_pairs.PAIRS, orient="row"))
+    char = text_pair_features.char_tfidf_features(idx)
+    word = text_pair_features.tfidf_features(idx)
     pair = {(d, p): i for i, (d, p) in enumerate(zip(idx.device_idx, idx.patent_idx, strict=True))}
     heart, valvular = idx.device_texts.index("Heart valve."), idx.patent_texts.index("Valvular prosthesis leaflets.")
     row = pair[(heart, valvular)]
     assert word["tfidf_cosine"][row] == 0 < char["char_tfidf_cosine"][row]
-    assert set(char) == set(pair_cv.CHAR_FEATURES)
+    assert set(char) == set(text_pair_features.CHAR_FEATURES)
     assert ((char["char_tfidf_device_pct"] >= 0) & (char["char_tfidf_device_pct"] <= 1)).all()
 
 
@@ -328,11 +328,11 @@ def test_cross_encoder_is_a_zero_shot_scorer_and_a_feature(pairs: pl.DataFrame):
 
 def test_run_rejects_unusable_input(pairs: pl.DataFrame):
     """As a PairsError, an input error: the CLI prints it as one line, not as a traceback."""
-    with pytest.raises(pair_cv.PairsError, match="positives"):
+    with pytest.raises(text_pairs.PairsError, match="positives"):
         pair_cv.run_pairs_cv(pairs.with_columns(pl.lit(0, pl.Int8).alias("label")), HashingEncoder(), None, None)
-    with pytest.raises(pair_cv.PairsError, match="folds"):
+    with pytest.raises(text_pairs.PairsError, match="folds"):
         pair_cv.run_pairs_cv(pairs, HashingEncoder(), None, None, folds=9)
-    with pytest.raises(pair_cv.PairsError, match="duplicate pairs"):
+    with pytest.raises(text_pairs.PairsError, match="duplicate pairs"):
         pair_cv.run_pairs_cv(pl.concat([pairs, pairs.head(1)]), HashingEncoder(), None, None)
 
 
@@ -345,8 +345,8 @@ def test_entity_features_agree_with_entity_matcher(pairs: pl.DataFrame):
     from meddevkg_core.ontology import load_meddevonto
 
     nlp, onto, cfg = load_spacy_pipeline(), load_meddevonto(), CandidateConfig()
-    idx = pair_cv.text_index(pairs)
-    feats = pair_cv.entity_features(idx, nlp, onto, cfg)
+    idx = text_pair_features.text_index(pairs)
+    feats = text_pair_features.entity_features(idx, nlp, onto, cfg)
     assert feats["entity_score"].max() > 0 and feats["n_shared_anchor"].max() > 0
     dev_ids = [f"d{i}" for i in range(len(idx.device_texts))]
     pat_ids = [f"p{i}" for i in range(len(idx.patent_texts))]
@@ -377,12 +377,12 @@ def test_main_pairs_cv_writes_and_returns_the_report(tmp_path: Path, pairs: pl.D
 
 def test_year_gap_is_read_off_the_ids_and_missing_where_an_id_has_no_year():
     df = pl.DataFrame([("P040002", "7000000", "a", "b", 1), ("P990001", "5000000", "c", "d", 0),
-                       ("N12345", "7000000", "e", "f", 0)], schema=pair_cv.PAIRS, orient="row")
-    feats = pair_cv.year_features(df)
+                       ("N12345", "7000000", "e", "f", 0)], schema=text_pairs.PAIRS, orient="row")
+    feats = text_pair_features.year_features(df)
     np.testing.assert_allclose(feats["year_gap"][:2], [2006 - 2004, 1991 - 1999])
     np.testing.assert_allclose(feats["abs_year_gap"][:2], [2, 8])
     assert np.isnan(feats["year_gap"][2]) and np.isnan(feats["abs_year_gap"][2])
-    assert pair_cv.year_features(df.with_columns(pl.lit("x").alias("pat_id"))) == {}
+    assert text_pair_features.year_features(df.with_columns(pl.lit("x").alias("pat_id"))) == {}
 
 
 def test_logistic_fitter_takes_missing_values_from_the_training_median():
@@ -401,9 +401,9 @@ def test_logistic_fitter_takes_missing_values_from_the_training_median():
 def test_dossier_features_read_the_device_supplements_and_add_an_ablation(pairs: pl.DataFrame):
     # P006's own text shares no word with its second patent's "generator controls"; its dossier does
     dossiers = {"P006": TOPICS["P006"][0] + " New generator controls software."}
-    features = pair_cv.dossier_features(pairs, dossiers)
-    assert set(features) == set(pair_cv.DOSSIER_FEATURES)
-    plain = pair_cv.tfidf_features(pair_cv.text_index(pairs))
+    features = text_pair_features.dossier_features(pairs, dossiers)
+    assert set(features) == set(text_pair_features.DOSSIER_FEATURES)
+    plain = text_pair_features.tfidf_features(text_pair_features.text_index(pairs))
     rows = pairs.with_row_index("i").filter(pl.col("fda_id") == "P006")
     gained = rows.filter(pl.col("patent_text").str.contains("Generator controls"))["i"].item()
     assert features["dossier_tfidf_cosine"][gained] > plain["tfidf_cosine"][gained]
@@ -412,7 +412,7 @@ def test_dossier_features_read_the_device_supplements_and_add_an_ablation(pairs:
     np.testing.assert_allclose(features["dossier_tfidf_cosine"][others], plain["tfidf_cosine"][others], atol=0.05)
     result = pair_cv.run_pairs_cv(pairs, HashingEncoder(), None, None, folds=4, seed=3, dossiers=dossiers)
     assert {"dossier_tfidf_cosine", "learned_no_dossier"} <= set(result.report["scorers"])
-    assert set(pair_cv.DOSSIER_FEATURES) <= set(result.report["scorers"]["learned"]["features"])
+    assert set(text_pair_features.DOSSIER_FEATURES) <= set(result.report["scorers"]["learned"]["features"])
 
 
 def test_main_pairs_cv_reads_supplements_from_fda_records(tmp_path: Path, pairs: pl.DataFrame):

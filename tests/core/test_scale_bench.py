@@ -190,7 +190,7 @@ def test_moments_match_float64(corpus: scale_bench.SyntheticCorpus) -> None:
 
 
 def test_one_doc_keys_for_both_sides_scores_as_before() -> None:
-    """pair_cv indexes devices and patents in one DocKeys and passes it twice."""
+    """text_pair_features indexes devices and patents in one DocKeys and passes it twice."""
     small = scale_bench.synthetic_corpus(400, 12, seed=5, lexical=False)
     both = pl.concat([small.device_mentions, small.patent_mentions])
     cfg = CandidateConfig()

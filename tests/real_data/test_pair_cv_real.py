@@ -14,7 +14,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from meddevkg_core import pair_cv
+from meddevkg_core import pair_cv, text_pairs
 from meddevkg_core.embeddings import HashingEncoder
 
 pytestmark = [pytest.mark.real_data, pytest.mark.real_model]
@@ -28,7 +28,7 @@ def result(benchmark_dir: Path) -> pair_cv.PairCvResult:
     from meddevkg_core.entities import load_spacy_pipeline
     from meddevkg_core.ontology import load_meddevonto
 
-    read = pair_cv.load_pairs(path)
+    read = text_pairs.load_pairs(path)
     assert read.rejected.height == 0
     return pair_cv.run_pairs_cv(read.pairs, HashingEncoder(), load_spacy_pipeline(), load_meddevonto())
 

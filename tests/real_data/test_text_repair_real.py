@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from meddevkg_core.corpus import read_corpus
-from meddevkg_core.pair_cv import load_pairs
+from meddevkg_core.text_pairs import load_pairs
 from meddevkg_core.text_repair import restore_the
 from tests.conftest import REPO, SHARED_DATA
 
