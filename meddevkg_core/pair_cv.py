@@ -46,7 +46,7 @@ from meddevkg_core.text_pair_features import (
     YEAR_FEATURES,
     pair_features,
 )
-from meddevkg_core.text_pairs import PairsError, _check_pairs, assign_folds, device_groups, load_pairs
+from meddevkg_core.text_pairs import PairsError, assign_folds, check_pairs, device_groups, load_pairs
 from meddevkg_core.text_repair import repair_counts
 
 if TYPE_CHECKING:
@@ -294,7 +294,7 @@ def run_pairs_cv(pairs: pl.DataFrame, encoder: Encoder, nlp: Language | None, on
     CV is rerun on the splits of seed+1, seed+2, ... (features are computed once) and
     `report["repeated"]` gives each metric's mean and spread.
     """
-    pairs = _check_pairs(pairs)
+    pairs = check_pairs(pairs)
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     cfg = (model_cfg or RerankConfig()).model_copy(update={"seed": seed})

@@ -32,7 +32,7 @@ from meddevkg_core.entities import extract_mentions
 from meddevkg_core.entity_match import DocKeys, doc_keys
 from meddevkg_core.ontology import Ontology
 from meddevkg_core.pair_features import with_year_features
-from meddevkg_core.text_pairs import _check_pairs
+from meddevkg_core.text_pairs import check_pairs
 
 if TYPE_CHECKING:
     from spacy.language import Language
@@ -223,7 +223,7 @@ def pair_features(pairs: pl.DataFrame, encoder: Encoder, nlp: Language | None, o
     Without `nlp`/`ontology` the entity features are skipped (a fast mode for dry runs); with
     `dossiers` (fda_id -> dossier text) the dossier features are added.
     """
-    pairs = _check_pairs(pairs)
+    pairs = check_pairs(pairs)
     ce_cfg = cross_encoder_cfg or CrossEncoderConfig()
     idx = text_index(pairs)
     steps: list[tuple[str, Callable[[], dict[str, np.ndarray]]]] = [

@@ -68,7 +68,9 @@ def read_pairs(path: str | Path) -> pl.DataFrame:
     return load_pairs(path).pairs
 
 
-def _check_pairs(pairs: pl.DataFrame) -> pl.DataFrame:
+def check_pairs(pairs: pl.DataFrame) -> pl.DataFrame:
+    """`pairs` in PAIRS' schema, or a PairsError for a column missing, a null, a label not 0 or 1 or a
+    duplicate pair: `load_pairs` quarantines such rows, a frame built otherwise may hold them."""
     missing = [c for c in PAIRS if c not in pairs.columns]
     if missing:
         raise PairsError(f"pairs lack column(s) {missing}")

@@ -114,7 +114,7 @@ def test_read_pairs_quarantines_a_pair_repeated_with_stray_whitespace(tmp_path: 
     read = text_pairs.load_pairs(path)
     assert read.pairs.select("fda_id", "pat_id", "label").rows() == [("P1", "11", 1)]
     assert read.rejected["reason"].to_list() == ["duplicate pair of row 0"] * 2
-    text_pairs._check_pairs(read.pairs)  # what pairs-cv checks before its folds: no duplicate left
+    text_pairs.check_pairs(read.pairs)  # what pairs-cv checks before its folds: no duplicate left
 
 
 def test_read_pairs_parquet_and_jsonl_and_missing_column(tmp_path: Path, pairs: pl.DataFrame):
