@@ -14,10 +14,7 @@ import pytest
 from sklearn.metrics import average_precision_score, f1_score, roc_auc_score
 
 from meddevkg_core import pair_cv, text_pair_features, text_pairs
-from meddevkg_core.config import CandidateConfig
-from meddevkg_core.corpus import read_corpus
 from meddevkg_core.embeddings import HashingEncoder
-from meddevkg_core.entity_match import EntityMatcher, doc_keys
 
 TOPICS = {
     "P001": ("Coronary stent system. Balloon-expandable drug-eluting coronary stent for de novo lesions.",
@@ -72,96 +69,7 @@ def result(pairs: pl.DataFrame) -> pair_cv.PairCvResult:
     return pair_cv.run_pairs_cv(pairs, HashingEncoder(), None, None, folds=4, seed=3)
 
 
-# --- reading --------------------------------------------------------------------------------
-
-
-def test_read_pairs_quarantines_bad_rows(tmp_path: Path):
-    path = tmp_path / "pairs.csv"
-    path.write_text(
-        "fda_id,pat_id,device_text,patent_text,label\n"
-        "P1,11,stent,coronary stent,1\n"
-        "P1,12,stent,,0\n"
-        "P2,13,valve,heart valve,2\n"
-        "P1,11,stent,coronary stent,0\n"
-        "P2,14,valve,mitral valve,0.0\n"
-    )
-    read = text_pairs.load_pairs(path)
-    assert read.pairs.schema == text_pairs.PAIRS
-    assert read.pairs.select("fda_id", "pat_id", "label").rows() == [("P1", "11", 1), ("P2", "14", 0)]
-    reasons = dict(zip(read.rejected["record_key"], read.rejected["reason"], strict=True))
-    assert reasons == {"pairs#1:P1|12": "missing patent_text", "pairs#2:P2|13": "label is not 0 or 1",
-                       "pairs#3:P1|11": "duplicate pair of row 0"}
-    assert text_pairs.read_pairs(path).height == 2
-
-
-def test_read_pairs_quarantines_a_record_with_more_fields_than_the_header_and_keeps_it_whole(tmp_path: Path):
-    path = tmp_path / "pairs.csv"
-    path.write_text("fda_id,pat_id,device_text,patent_text,label\n"
-                    'P1,11,stent,"coronary stent, with struts",1\n'
-                    "P1,12,stent,coronary stent, with struts,0\n")
-    read = text_pairs.load_pairs(path)
-    assert read.pairs.select("fda_id", "pat_id", "patent_text").rows() == [("P1", "11", "coronary stent, with struts")]
-    assert read.rejected["reason"].to_list() == ["line 3: 6 fields where the header has 5"]
-    assert json.loads(read.rejected["record"][0])["__raw__"] == "P1,12,stent,coronary stent, with struts,0"
-
-
-def test_read_pairs_quarantines_a_pair_repeated_with_stray_whitespace(tmp_path: Path):
-    path = tmp_path / "pairs.csv"
-    path.write_text("fda_id,pat_id,device_text,patent_text,label\n"
-                    "P1,11,stent,coronary stent,1\n"
-                    "P1 ,11,stent,coronary stent,0\n"
-                    "P1, 11,stent,coronary stent,0\n")
-    read = text_pairs.load_pairs(path)
-    assert read.pairs.select("fda_id", "pat_id", "label").rows() == [("P1", "11", 1)]
-    assert read.rejected["reason"].to_list() == ["duplicate pair of row 0"] * 2
-    text_pairs.check_pairs(read.pairs)  # what pairs-cv checks before its folds: no duplicate left
-
-
-def test_read_pairs_parquet_and_jsonl_and_missing_column(tmp_path: Path, pairs: pl.DataFrame):
-    pairs.with_columns(pl.col("label").cast(pl.Int64)).write_parquet(tmp_path / "p.parquet")
-    assert text_pairs.read_pairs(tmp_path / "p.parquet").equals(pairs)
-    jsonl = tmp_path / "p.jsonl"
-    jsonl.write_text('{"fda_id": "P1", "pat_id": 7, "device_text": "a", "patent_text": "b", "label": true}\n'
-                     "not json\n")
-    read = text_pairs.load_pairs(jsonl)
-    assert read.pairs.rows() == [("P1", "7", "a", "b", 1)]
-    assert read.rejected.height == 1 and "invalid JSON" in read.rejected["reason"][0]
-    pairs.drop("label").write_parquet(tmp_path / "nolabel.parquet")
-    with pytest.raises(text_pairs.PairsError, match="label"):
-        text_pairs.read_pairs(tmp_path / "nolabel.parquet")
-
-
-def test_a_label_reads_alike_in_a_pair_file_and_in_a_corpus_labeled_pairs_table(tmp_path: Path):
-    # the pair file read "true" (a Parquet boolean column, JSON true) as 1, the corpus quarantined it
-    labels = ["1", "0", "1.0", "0.0", "true", "False", " TRUE ", "2", "yes", ""]
-    (tmp_path / "devices.csv").write_text("fda_id,text\n" + "".join(f"P{i},stent {i}\n" for i in range(len(labels))))
-    (tmp_path / "patents.csv").write_text("pat_id,text\n1,stent\n")
-    (tmp_path / "labeled_pairs.csv").write_text(
-        "fda_id,pat_id,label\n" + "".join(f"P{i},1,{label}\n" for i, label in enumerate(labels)))
-    (tmp_path / "pairs.csv").write_text(
-        "fda_id,pat_id,device_text,patent_text,label\n"
-        + "".join(f"P{i},1,stent {i},stent,{label}\n" for i, label in enumerate(labels)))
-    corpus, read = read_corpus(tmp_path), text_pairs.load_pairs(tmp_path / "pairs.csv")
-    expected = [(f"P{i}", label) for i, label in enumerate([1, 0, 1, 0, 1, 0, 1])]
-    assert corpus.labeled_pairs.select("fda_id", "label").rows() == expected
-    assert read.pairs.select("fda_id", "label").rows() == expected
-    reasons = ["label is not 0 or 1", "label is not 0 or 1", "missing label"]
-    assert corpus.rejected["reason"].to_list() == read.rejected["reason"].to_list() == reasons
-    (tmp_path / "labeled_pairs.csv").unlink()
-    pl.DataFrame({"fda_id": ["P0", "P1"], "pat_id": ["1", "1"], "label": [True, False]}).write_parquet(
-        tmp_path / "labeled_pairs.parquet")
-    assert read_corpus(tmp_path).labeled_pairs.select("fda_id", "label").rows() == [("P0", 1), ("P1", 0)]
-
-
 # --- folds ----------------------------------------------------------------------------------
-
-
-def test_groups_join_devices_sharing_a_text():
-    df = pl.DataFrame([("A", "1", "stent", "x", 1), ("B", "2", "stent", "y", 0), ("C", "3", "valve", "x", 0),
-                       ("D", "4", "graft", "z", 1), ("E", "4", "lead", "w", 0)], schema=text_pairs.PAIRS, orient="row")
-    g = text_pairs.device_groups(df)
-    assert g[0] == g[1] == g[2]  # A-B share a device text, A-C a patent text
-    assert g[3] == g[4] and g[3] != g[0]  # D-E share a patent id
 
 
 def test_folds_never_share_a_device_or_text(pairs: pl.DataFrame, result: pair_cv.PairCvResult):
@@ -172,24 +80,6 @@ def test_folds_never_share_a_device_or_text(pairs: pl.DataFrame, result: pair_cv
     for col in ("device_text", "patent_text"):
         assert joined.group_by(col).agg(pl.col("fold").n_unique())["fold"].max() == 1
     assert sorted(scored["fold"].unique().to_list()) == [0, 1, 2, 3]
-
-
-def test_assign_folds_is_label_free_and_balanced():
-    groups = np.repeat(np.arange(10), [9, 1, 1, 2, 2, 3, 3, 4, 4, 5])
-    fold = text_pairs.assign_folds(groups, 3, seed=0)
-    assert all(len(np.unique(fold[groups == g])) == 1 for g in range(10))
-    sizes = np.bincount(fold)
-    assert sizes.max() - sizes.min() <= 1
-    with pytest.raises(ValueError, match="folds"):
-        text_pairs.assign_folds(groups, 11, seed=0)
-
-
-def test_pool_percentiles_rank_a_pair_against_every_text_of_the_other_side():
-    idx = text_pair_features.TextIndex(["d0", "d1"], ["p0", "p1", "p2"], np.array([0, 0, 1]), np.array([0, 2, 2]))
-    sim = np.array([[0.9, 0.1, 0.5], [0.2, 0.8, 0.3]])
-    dev_pct, pat_pct = text_pair_features._pool_percentiles(sim, idx)
-    np.testing.assert_allclose(dev_pct, [2 / 3, 1 / 3, 1 / 3])  # d0: 0.9 beats 2 of 3 patents, 0.5 one
-    np.testing.assert_allclose(pat_pct, [1 / 2, 1 / 2, 0])  # p2: 0.5 beats d1's 0.3, 0.3 beats none
 
 
 # --- out-of-fold property -------------------------------------------------------------------
@@ -270,22 +160,6 @@ def test_report_lists_every_scorer_with_labelled_metrics(result: pair_cv.PairCvR
     assert line["roc_auc_mean"] == line["roc_auc"]
 
 
-def test_char_tfidf_sees_shared_word_parts_that_word_tfidf_misses():
-    idx = text_pair_features.text_index(pl.DataFrame(
-        [("P1", "1", "Coronary stents.", "Stenting the coronary artery.", 1),
-         ("P1", "2", "Coronary stents.", "A valve leaflet.", 0),
-         ("P2", "3", "Heart valve.", "Valvular prosthesis leaflets.", 1),
-         ("P2", "4", "Heart valve.", "Pacing lead electrodes.", 0)], schema=text_pairs.PAIRS, orient="row"))
-    char = text_pair_features.char_tfidf_features(idx)
-    word = text_pair_features.tfidf_features(idx)
-    pair = {(d, p): i for i, (d, p) in enumerate(zip(idx.device_idx, idx.patent_idx, strict=True))}
-    heart, valvular = idx.device_texts.index("Heart valve."), idx.patent_texts.index("Valvular prosthesis leaflets.")
-    row = pair[(heart, valvular)]
-    assert word["tfidf_cosine"][row] == 0 < char["char_tfidf_cosine"][row]
-    assert set(char) == set(text_pair_features.CHAR_FEATURES)
-    assert ((char["char_tfidf_device_pct"] >= 0) & (char["char_tfidf_device_pct"] <= 1)).all()
-
-
 def test_write_pairs_cv_contract(tmp_path: Path, result: pair_cv.PairCvResult):
     scores_path, report_path = pair_cv.write_pairs_cv(result, tmp_path / "out")
     written = pl.read_parquet(scores_path)
@@ -336,26 +210,7 @@ def test_run_rejects_unusable_input(pairs: pl.DataFrame):
         pair_cv.run_pairs_cv(pl.concat([pairs, pairs.head(1)]), HashingEncoder(), None, None)
 
 
-# --- entity features (spaCy) ------------------------------------------------------------------
-
-
-@pytest.mark.real_model
-def test_entity_features_agree_with_entity_matcher(pairs: pl.DataFrame):
-    from meddevkg_core.entities import extract_mentions, load_spacy_pipeline
-    from meddevkg_core.ontology import load_meddevonto
-
-    nlp, onto, cfg = load_spacy_pipeline(), load_meddevonto(), CandidateConfig()
-    idx = text_pair_features.text_index(pairs)
-    feats = text_pair_features.entity_features(idx, nlp, onto, cfg)
-    assert feats["entity_score"].max() > 0 and feats["n_shared_anchor"].max() > 0
-    dev_ids = [f"d{i}" for i in range(len(idx.device_texts))]
-    pat_ids = [f"p{i}" for i in range(len(idx.patent_texts))]
-    docs = pl.DataFrame({"doc_id": dev_ids + pat_ids, "text": idx.device_texts + idx.patent_texts})
-    keys = doc_keys(extract_mentions(docs, onto, nlp).mentions, onto, cfg)
-    block = EntityMatcher(keys, keys, pat_ids, cfg).score_block(dev_ids)
-    expected = block.score[idx.device_idx, idx.patent_idx]
-    np.testing.assert_allclose(feats["entity_score"], expected)
-    assert (feats["entity_overlap"] >= feats["entity_score"]).all()
+# --- the CLI's entry (spaCy) ------------------------------------------------------------------
 
 
 @pytest.mark.real_model
@@ -372,17 +227,7 @@ def test_main_pairs_cv_writes_and_returns_the_report(tmp_path: Path, pairs: pl.D
     assert json.loads((tmp_path / "out" / "report.json").read_text())["scorers"].keys() == report["scorers"].keys()
 
 
-# --- year features ----------------------------------------------------------------------------
-
-
-def test_year_gap_is_read_off_the_ids_and_missing_where_an_id_has_no_year():
-    df = pl.DataFrame([("P040002", "7000000", "a", "b", 1), ("P990001", "5000000", "c", "d", 0),
-                       ("N12345", "7000000", "e", "f", 0)], schema=text_pairs.PAIRS, orient="row")
-    feats = text_pair_features.year_features(df)
-    np.testing.assert_allclose(feats["year_gap"][:2], [2006 - 2004, 1991 - 1999])
-    np.testing.assert_allclose(feats["abs_year_gap"][:2], [2, 8])
-    assert np.isnan(feats["year_gap"][2]) and np.isnan(feats["abs_year_gap"][2])
-    assert text_pair_features.year_features(df.with_columns(pl.lit("x").alias("pat_id"))) == {}
+# --- missing values (an id without a year) ----------------------------------------------------
 
 
 def test_logistic_fitter_takes_missing_values_from_the_training_median():
