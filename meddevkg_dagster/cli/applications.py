@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from meddevkg_dagster.cli.dagster_instance import _default_db
+from meddevkg_dagster.cli.dagster_instance import default_db
 
 if TYPE_CHECKING:
     from meddevkg_core.app_store import AppTables
@@ -24,7 +24,7 @@ def _app_tables(args: argparse.Namespace):
     from meddevkg_core.app_store import from_duckdb, from_output_dir
 
     try:
-        tables = from_output_dir(args.links, args.corpus) if args.links else from_duckdb(args.db or _default_db())
+        tables = from_output_dir(args.links, args.corpus) if args.links else from_duckdb(args.db or default_db())
     except FileNotFoundError as exc:
         raise SystemExit(str(exc)) from exc
     from dataclasses import replace
@@ -50,7 +50,7 @@ def _show(title: str, df: pl.DataFrame, limit: int) -> None:
         print(df.head(limit))
 
 
-def _recall_rootcause(args: argparse.Namespace) -> int:
+def recall_rootcause_command(args: argparse.Namespace) -> int:
     from meddevkg_core.applications import recall_root_cause
 
     tables = _app_tables(args)
@@ -102,7 +102,7 @@ def _unknown_device(tables: AppTables, fda_id: str) -> bool:
     return True
 
 
-def _ma_discovery(args: argparse.Namespace) -> int:
+def ma_discovery_command(args: argparse.Namespace) -> int:
     from meddevkg_core.applications import acquired_patents, approval_date
 
     tables = _app_tables(args)
@@ -123,7 +123,7 @@ def _ma_discovery(args: argparse.Namespace) -> int:
     return 0
 
 
-def _trajectory(args: argparse.Namespace) -> int:
+def trajectory_command(args: argparse.Namespace) -> int:
     from meddevkg_core.applications import plot_trajectory, trajectory
 
     tables = _app_tables(args)
@@ -142,12 +142,12 @@ def _trajectory(args: argparse.Namespace) -> int:
     return 0
 
 
-def _views(args: argparse.Namespace) -> int:
+def views_command(args: argparse.Namespace) -> int:
     import duckdb
 
     from meddevkg_core.app_store import create_application_views
 
-    db = Path(args.db or _default_db())
+    db = Path(args.db or default_db())
     if not db.is_file():
         raise SystemExit(f"{db}: no DuckDB store (run `meddevkg demo` first)")
     with duckdb.connect(str(db)) as con:

@@ -13,19 +13,24 @@ import sys
 
 from meddevkg_core.embeddings import BACKENDS, DEVICES
 from meddevkg_core.errors import InputError
-from meddevkg_dagster.cli.applications import _ma_discovery, _recall_rootcause, _trajectory, _views
-from meddevkg_dagster.cli.dagster_instance import _demo, _partitions, _pma
+from meddevkg_dagster.cli.applications import (
+    ma_discovery_command,
+    recall_rootcause_command,
+    trajectory_command,
+    views_command,
+)
+from meddevkg_dagster.cli.dagster_instance import demo_command, partitions_command, pma_number
 from meddevkg_dagster.cli.pipeline_commands import (
-    _bench_backfill,
-    _bench_embed,
-    _bench_extract,
-    _bench_scale,
-    _benchmark,
-    _company_report,
-    _compare_runs,
-    _pairs_cv,
-    _run,
-    _select_devices,
+    bench_backfill_command,
+    bench_embed_command,
+    bench_extract_command,
+    bench_scale_command,
+    benchmark_command,
+    company_report_command,
+    compare_runs_command,
+    pairs_cv_command,
+    run_command,
+    select_devices_command,
 )
 from meddevkg_dagster.cli.pipeline_setup import CROSS_ENCODER_BACKENDS, ENTITY_EXTRACTOR_ENV, ENTITY_EXTRACTORS
 
@@ -75,23 +80,23 @@ def _register_applications(sub) -> None:
     """recall-rootcause, ma-discovery, trajectory, views: the paper's applications on a finished run."""
     rc = sub.add_parser("recall-rootcause", help="patents behind a recalled device, and the devices sharing them")
     which = rc.add_mutually_exclusive_group(required=True)
-    which.add_argument("--device", type=_pma, help="PMA number of the device (e.g. P130021)")
+    which.add_argument("--device", type=pma_number, help="PMA number of the device (e.g. P130021)")
     which.add_argument("--recall-number", help="openFDA device recall number (e.g. Z-0313-2007), fetched live")
     _add_app_source(rc)
-    rc.set_defaults(func=_recall_rootcause)
+    rc.set_defaults(func=recall_rootcause_command)
     ma = sub.add_parser("ma-discovery", help="a device's linked patents reached through an acquisition")
-    ma.add_argument("--device", required=True, type=_pma, help="PMA number of the device")
+    ma.add_argument("--device", required=True, type=pma_number, help="PMA number of the device")
     _add_app_source(ma)
-    ma.set_defaults(func=_ma_discovery)
+    ma.set_defaults(func=ma_discovery_command)
     tr = sub.add_parser("trajectory", help="a device's linked patents by filing and grant year (table, PNG)")
-    tr.add_argument("--device", required=True, type=_pma, help="PMA number of the device")
+    tr.add_argument("--device", required=True, type=pma_number, help="PMA number of the device")
     tr.add_argument("--png", help="also draw the counts per year into this PNG")
     tr.add_argument("--fda-pma", help="fdadata_pma.parquet: approval dates for devices the corpus has none for")
     _add_app_source(tr)
-    tr.set_defaults(func=_trajectory)
+    tr.set_defaults(func=trajectory_command)
     vw = sub.add_parser("views", help="create the app_* DuckDB views over the store's tables")
     vw.add_argument("--db", help="DuckDB store (default $MEDDEVKG_DUCKDB or $MEDDEVKG_HOME/warehouse.duckdb)")
-    vw.set_defaults(func=_views)
+    vw.set_defaults(func=views_command)
 
 
 def _add_fda_pma_option(parser: argparse.ArgumentParser, feeds: str) -> None:
@@ -110,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="materialise every asset on the bundled demo corpus (or $MEDDEVKG_CORPUS) "
                                        "and print a summary")
-    demo.set_defaults(func=_demo)
+    demo.set_defaults(func=demo_command)
     parts = sub.add_parser("partitions", help="list the instance's device and grant-year partitions, add some and "
                            "print the run that materialises them, or remove some with their stored rows")
     parts.add_argument("--add-years", help="grant years: 2019, 1976-2026 or undated, comma-separated")
@@ -120,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     parts.add_argument("--delete-devices", nargs="+", metavar="PMA",
                        help="PMA numbers to remove, with their rows in the store (also rows a partition deleted "
                             "in the UI left behind)")
-    parts.set_defaults(func=_partitions)
+    parts.set_defaults(func=partitions_command)
     run = sub.add_parser("run", help="run the pipeline on a corpus directory and write Parquet outputs")
     run.add_argument("--corpus", required=True, help="corpus directory (devices, patents, gold_links)")
     run.add_argument("--out", required=True, help="output directory")
@@ -128,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     _add_config_option(run)
     _add_model_options(run)
     _add_entity_extractor_option(run)
-    run.set_defaults(func=_run)
+    run.set_defaults(func=run_command)
     bench = sub.add_parser("benchmark", help="full pipeline, out-of-fold evaluation, baselines, ablations, report")
     bench.add_argument("--corpus", required=True, help="corpus directory with gold_links")
     bench.add_argument("--out", required=True, help="output directory")
@@ -142,14 +147,14 @@ def main(argv: list[str] | None = None) -> int:
                        "documents are on the live path: the company match's deal windows read them")
     _add_model_options(bench)
     _add_entity_extractor_option(bench)
-    bench.set_defaults(func=_benchmark)
+    bench.set_defaults(func=benchmark_command)
     cmp = sub.add_parser("compare-runs", help="two sets of benchmark runs compared gold device by gold device, "
                          "with a Wilcoxon signed-rank test")
     cmp.add_argument("--corpus", required=True, help="the corpus the runs were benchmarked on (its gold_links)")
     cmp.add_argument("--a", nargs="+", required=True, help="benchmark output directories of side a (one per seed)")
     cmp.add_argument("--b", nargs="+", required=True, help="benchmark output directories of side b")
     cmp.add_argument("--out", help="also write the per-device frame to this Parquet file")
-    cmp.set_defaults(func=_compare_runs)
+    cmp.set_defaults(func=compare_runs_command)
     pcv = sub.add_parser("pairs-cv",
                          help="device-grouped cross-validation of pair classifiers on a labelled pair file")
     pcv.add_argument("--pairs", required=True, help="file with fda_id, pat_id, device_text, patent_text, label")
@@ -165,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
                           "$MEDDEVKG_EMBEDDING_MODEL says")
     _add_fda_pma_option(pcv, "the dossier TF-IDF features")
     _add_model_options(pcv, cache=False)  # each run encodes its pairs' texts once: nothing to reuse
-    pcv.set_defaults(func=_pairs_cv)
+    pcv.set_defaults(func=pairs_cv_command)
     bex = sub.add_parser("bench-extract", help="entity extraction: throughput, coverage, discrimination, LLM recall")
     bex.add_argument("--corpus", required=True, help="corpus directory (devices, patents, gold_links)")
     bex.add_argument("--llm-entities", help="LLM entities per gold pair (default: gold_pair_llm_entities.parquet "
@@ -179,14 +184,14 @@ def main(argv: list[str] | None = None) -> int:
     bex.add_argument("--seed", type=int, default=42,
                      help="seed of the random non-gold pairs drawn per gold device (default %(default)s)")
     _add_entity_extractor_option(bex)
-    bex.set_defaults(func=_bench_extract)
+    bex.set_defaults(func=bench_extract_command)
     crep = sub.add_parser("company-report", help="company resolution: FDA sponsor agreement, cross-company gold, "
                           "extra same-company pairs")
     crep.add_argument("--corpus", required=True, help="corpus directory (devices, patents, gold_links)")
     crep.add_argument("--fda-pma", required=True,
                       help="fdadata_pma.parquet (raw FDA sponsor names and decision dates)")
     crep.add_argument("--out", help="also write the full report (with its lists) as a JSON file")
-    crep.set_defaults(func=_company_report)
+    crep.set_defaults(func=company_report_command)
     bsc = sub.add_parser("bench-scale", help="Stage 2 + 3 over a synthetic corpus of the paper's size (no encoder)")
     bsc.add_argument("--patents", type=int, default=698_191,
                      help="patents in the synthetic corpus (default %(default)s: the paper's count)")
@@ -196,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
                      "%(default)s)")
     bsc.add_argument("--seed", type=int, default=0,
                      help="seed of the synthetic corpus and its gold links (default %(default)s)")
-    bsc.set_defaults(func=_bench_scale)
+    bsc.set_defaults(func=bench_scale_command)
     bem = sub.add_parser("bench-embed", help="texts/s of the CPU embedding paths (torch fp32 and int8, ONNX fp32 "
                          "and int8), and their agreement with fp32")
     bem.add_argument("--corpus", required=True, help="corpus directory whose patent texts to encode")
@@ -205,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     bem.add_argument("--runs", type=int, default=3,
                      help="timed passes of every path, interleaved (median reported; default %(default)s)")
     bem.add_argument("--batch-size", type=int, default=32, help="texts per forward pass, the same for every path")
-    bem.set_defaults(func=_bench_embed)
+    bem.set_defaults(func=bench_embed_command)
     bbf = sub.add_parser("bench-backfill", help="a backfill of every device partition through Dagster vs the same "
                          "work through the core (ratio of medians)")
     bbf.add_argument("--corpus", required=True, help="corpus directory")
@@ -215,14 +220,14 @@ def main(argv: list[str] | None = None) -> int:
                      "(default: a temporary directory, removed at the end)")
     bbf.add_argument("--patent-copies", type=int, default=1, help="link the devices against this many copies of "
                      "the stored patents (ids suffixed ~i), to see the ratio at a larger patent corpus")
-    bbf.set_defaults(func=_bench_backfill)
+    bbf.set_defaults(func=bench_backfill_command)
     sel = sub.add_parser("select-devices", help="the paper's cardiovascular device selection on FDA PMA records, "
                          "compared with a benchmark's devices")
     sel.add_argument("--fda-pma", required=True, help="fdadata_pma.parquet (every PMA decision)")
     sel.add_argument("--product-codes", required=True, help="fdadata_product_codes.parquet (FDA classification)")
     sel.add_argument("--benchmark", required=True, help="corpus directory whose devices to compare with")
     sel.add_argument("--out", help="also write the selected devices as a devices table (Parquet)")
-    sel.set_defaults(func=_select_devices)
+    sel.set_defaults(func=select_devices_command)
     _register_applications(sub)
     args = parser.parse_args(argv)
     try:

@@ -20,7 +20,7 @@ import polars as pl
 
 from meddevkg_core.home import home_dir
 from meddevkg_core.report import percent
-from meddevkg_dagster.cli.pipeline_setup import _require_trainable_gold
+from meddevkg_dagster.cli.pipeline_setup import require_trainable_gold
 
 if TYPE_CHECKING:
     from dagster import DagsterEvent
@@ -104,7 +104,7 @@ def materialize_corpus(corpus_dir: Path | None = None) -> dict[str, str]:
         raise RuntimeError(f"this process's Dagster definitions were built for the corpus {corpus_path}, not "
                            f"MEDDEVKG_CORPUS={wanted}: materialise it in a new process")
     corpus = read_corpus(corpus_path)
-    _require_trainable_gold(corpus, corpus_path)
+    require_trainable_gold(corpus, corpus_path)
     devices = corpus.devices["fda_id"].sort().to_list()
     instance = dg.DagsterInstance.get()
     years = register_partitions(instance, PATENT_YEARS, year_keys(corpus.patents))
@@ -135,11 +135,11 @@ def register_partitions(instance, name: str, wanted: list[str]) -> list[str]:
     return keys
 
 
-def _demo(_: argparse.Namespace) -> int:
+def demo_command(_: argparse.Namespace) -> int:
     import duckdb
 
     run = materialize_corpus()
-    db = str(_default_db())
+    db = str(default_db())
     with duckdb.connect(db, read_only=True) as con:
         ev = con.sql("select * from meddevkg.link_evaluation").pl().row(0, named=True)
         top = con.sql("""select l.fda_id, l.pat_id, round(l.probability, 3) as p, l.evidence
@@ -216,11 +216,12 @@ def dagster_command(environ: Mapping[str, str], args: list[str]) -> str:
     return line + (f"  (with {', '.join(secrets)} exported)" if secrets else "")
 
 
-def _default_db() -> Path:
+def default_db() -> Path:
+    """The store the commands use unless --db names one: $MEDDEVKG_DUCKDB, else $MEDDEVKG_HOME/warehouse.duckdb."""
     return Path(os.environ.get("MEDDEVKG_DUCKDB", home_dir() / "warehouse.duckdb"))
 
 
-def _partitions(args: argparse.Namespace) -> int:
+def partitions_command(args: argparse.Namespace) -> int:
     """Register device and grant-year partitions on the instance the CLI and `dagster dev` share, and
     print the run that materialises the new ones (a dynamic partition must exist before a run targets it)."""
     import dagster as dg
@@ -235,15 +236,15 @@ def _partitions(args: argparse.Namespace) -> int:
             raise SystemExit(f"--{option.replace('_', '-')}: {exc}") from exc
 
     years, gone_years = year_keys_of("add_years"), year_keys_of("delete_years")
-    devices = list(dict.fromkeys(_pma(d) for d in args.add_devices or []))
+    devices = list(dict.fromkeys(pma_number(d) for d in args.add_devices or []))
     # as written too: a key registered before corpus ids were upper-cased may be lower-case
-    gone_devices = list(dict.fromkeys(k for d in args.delete_devices or [] for k in (_pma(d), d.strip())))
+    gone_devices = list(dict.fromkeys(k for d in args.delete_devices or [] for k in (pma_number(d), d.strip())))
     print(f"instance: {_prepare_instance_home()}")
     jobs = {PATENT_YEARS: (years, "patents_job"), PMA_DEVICES: (devices, "device_links_job")}
     with dg.DagsterInstance.get() as instance:
         for definition, gone in ((patent_years, gone_years), (pma_devices, gone_devices)):
             if gone:
-                remove_partitions(instance, definition, gone, _default_db())
+                remove_partitions(instance, definition, gone, default_db())
         for name, (wanted, job) in jobs.items():
             keys = register_partitions(instance, name, wanted) if wanted else instance.get_dynamic_partitions(name)
             if not wanted:
@@ -307,5 +308,6 @@ def _job_command(job: str, start: str, end: str) -> str:
                                         "--tags", json.dumps(range_tags(start, end))])
 
 
-def _pma(value: str) -> str:
+def pma_number(value: str) -> str:
+    """A PMA number as typed (' p130021 ') as the corpus stores device ids ('P130021'), for --device and partitions."""
     return value.strip().upper()

@@ -18,33 +18,33 @@ import polars as pl
 from meddevkg_core.atomic_files import claimed_directory, finish_interrupted_commit, replaced_file
 from meddevkg_core.errors import InputError
 from meddevkg_dagster.cli.pipeline_setup import (
-    _checked_model_choices,
-    _exit_on_llm_failure,
-    _exit_on_untrainable_gold,
-    _extractor_settings,
-    _models,
-    _models_named_by_their_options,
-    _require_trainable_gold,
+    checked_model_choices,
+    exit_on_llm_failure,
+    exit_on_missing_model,
+    exit_on_untrainable_gold,
+    extractor_settings,
+    models_from_options,
     pipeline_config,
+    require_trainable_gold,
 )
 
 
-def _run(args: argparse.Namespace) -> int:
+def run_command(args: argparse.Namespace) -> int:
     from meddevkg_core.corpus import read_corpus
     from meddevkg_core.dossier import with_supplements
     from meddevkg_core.pipeline import run_pipeline, write_result
     from meddevkg_core.report import entities_line, percent
 
-    _checked_model_choices(args)
-    extraction = _extractor_settings(args)  # an LLM without its endpoint is refused before the corpus is read
+    checked_model_choices(args)
+    extraction = extractor_settings(args)  # an LLM without its endpoint is refused before the corpus is read
     config = pipeline_config(args)  # a bad --config is refused before the corpus is read
     corpus = with_supplements(read_corpus(args.corpus), args.fda_pma)
     print(f"corpus {args.corpus}: {corpus.devices.height} devices, {corpus.patents.height} patents, "
           f"{corpus.gold_links.height} gold pairs, {corpus.rejected.height} rejected rows")
-    _require_trainable_gold(corpus, args.corpus)
+    require_trainable_gold(corpus, args.corpus)
     with claimed_directory(args.out):  # checked before the pipeline, and no other run writes there till the end
-        models = _models(args, config, extraction)
-        with _exit_on_untrainable_gold(args.corpus), _exit_on_llm_failure(models):
+        models = models_from_options(args, config, extraction)
+        with exit_on_untrainable_gold(args.corpus), exit_on_llm_failure(models):
             result = run_pipeline(corpus, models, config)
         out = write_result(result, args.out, corpus.root)
     if extraction.llm is not None:  # spaCy's run prints what it always did
@@ -58,7 +58,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _benchmark(args: argparse.Namespace) -> int:
+def benchmark_command(args: argparse.Namespace) -> int:
 
     from meddevkg_core.benchmark import run_benchmark
     from meddevkg_core.corpus import read_corpus
@@ -66,15 +66,15 @@ def _benchmark(args: argparse.Namespace) -> int:
 
     if args.fda_approval_dates and not args.fda_pma:  # a usage error, before any file is read
         raise SystemExit("--fda-approval-dates reads the approvals from --fda-pma: give both")
-    _checked_model_choices(args)
-    extraction = _extractor_settings(args)  # an LLM without its endpoint is refused before any file is read
+    checked_model_choices(args)
+    extraction = extractor_settings(args)  # an LLM without its endpoint is refused before any file is read
     config = pipeline_config(args)  # a bad --config is refused before the corpus and FDA records are read
     # one read of the FDA records: the supplements, and with --fda-approval-dates the approvals too
     corpus = with_supplements(read_corpus(args.corpus), args.fda_pma, approval_dates=args.fda_approval_dates)
-    _require_trainable_gold(corpus, args.corpus)
+    require_trainable_gold(corpus, args.corpus)
     with claimed_directory(args.out):  # checked before the models are loaded, held till the outputs are written
-        models = _models(args, config, extraction)
-        with _exit_on_untrainable_gold(args.corpus), _exit_on_llm_failure(models):
+        models = models_from_options(args, config, extraction)
+        with exit_on_untrainable_gold(args.corpus), exit_on_llm_failure(models):
             result = run_benchmark(corpus, models, config, args.out, ablations=not args.no_ablations)
     print((Path(args.out) / "report.md").read_text())
     print(f"wrote {args.out}: candidates.parquet, links.parquet, rankings.parquet, rejected_records.parquet, "
@@ -82,7 +82,7 @@ def _benchmark(args: argparse.Namespace) -> int:
     return 0 if result.report else 1
 
 
-def _compare_runs(args: argparse.Namespace) -> int:
+def compare_runs_command(args: argparse.Namespace) -> int:
     from meddevkg_core.corpus import read_corpus
     from meddevkg_core.raw_files import read_parquet, reading
     from meddevkg_core.run_comparison import RankingsError, compare_runs, format_comparison
@@ -113,12 +113,12 @@ def _compare_runs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _pairs_cv(args: argparse.Namespace) -> int:
+def pairs_cv_command(args: argparse.Namespace) -> int:
     from meddevkg_core.pair_cv import headline, main_pairs_cv
 
-    _checked_model_choices(args)
+    checked_model_choices(args)
     # checked before the cross-validation, held till its outputs are written
-    with claimed_directory(args.out), _models_named_by_their_options():
+    with claimed_directory(args.out), exit_on_missing_model():
         report = main_pairs_cv(args.pairs, args.out, args.cross_encoder, args.device, args.hashing,
                                folds=args.folds, seed=args.seed, fda_pma=args.fda_pma,
                                cross_encoder_backend=args.cross_encoder_backend or "sentence-transformers",
@@ -129,21 +129,21 @@ def _pairs_cv(args: argparse.Namespace) -> int:
     return 0
 
 
-def _bench_extract(args: argparse.Namespace) -> int:
+def bench_extract_command(args: argparse.Namespace) -> int:
     from meddevkg_core.config import CandidateConfig
     from meddevkg_core.corpus import read_corpus
     from meddevkg_core.extraction_benchmark import format_summary, measure_extraction, read_llm_entities
     from meddevkg_core.ontology import load_meddevonto
 
-    _checked_model_choices(args)
-    extraction = _extractor_settings(args)  # an LLM without its endpoint is refused before the corpus is read
+    checked_model_choices(args)
+    extraction = extractor_settings(args)  # an LLM without its endpoint is refused before the corpus is read
     corpus = read_corpus(args.corpus)
     llm_path = Path(args.llm_entities or Path(args.corpus) / "gold_pair_llm_entities.parquet")
     if args.llm_entities and not llm_path.is_file():
         raise SystemExit(f"{llm_path}: no such file")
     llm = read_llm_entities(llm_path) if llm_path.is_file() else None
     extractors = extraction.extractors()
-    with _exit_on_llm_failure(None, extractors.values()):
+    with exit_on_llm_failure(None, extractors.values()):
         result = measure_extraction(corpus, load_meddevonto(), extractors, CandidateConfig(), llm,
                                     seed=args.seed, random_pairs_per_device=args.random_pairs,
                                     n_process=args.n_process, timing_runs=args.runs,
@@ -153,7 +153,7 @@ def _bench_extract(args: argparse.Namespace) -> int:
     return 0
 
 
-def _company_report(args: argparse.Namespace) -> int:
+def company_report_command(args: argparse.Namespace) -> int:
     from meddevkg_core.company_report import format_company_report, main_company_report
     from meddevkg_dagster.resources import former_owners_setting
 
@@ -165,7 +165,7 @@ def _company_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _bench_scale(args: argparse.Namespace) -> int:
+def bench_scale_command(args: argparse.Namespace) -> int:
     from meddevkg_core.scale_bench import format_scale_report, main_bench_scale
 
     report = main_bench_scale(args.patents, args.devices, args.seed, args.runs,
@@ -175,7 +175,7 @@ def _bench_scale(args: argparse.Namespace) -> int:
     return 0
 
 
-def _bench_embed(args: argparse.Namespace) -> int:
+def bench_embed_command(args: argparse.Namespace) -> int:
     from meddevkg_core.embed_bench import format_embed_report, main_bench_embed
 
     report = main_bench_embed(args.corpus, args.texts, args.runs, progress=lambda line: print(line, file=sys.stderr),
@@ -199,7 +199,7 @@ def backfill_home(home: str | None) -> Iterator[Path]:
         yield Path(tmp)
 
 
-def _bench_backfill(args: argparse.Namespace) -> int:
+def bench_backfill_command(args: argparse.Namespace) -> int:
     with backfill_home(args.home) as home:
         os.environ["MEDDEVKG_HOME"] = str(home)
         os.environ.pop("DAGSTER_HOME", None)  # an instance of its own under that home
@@ -215,7 +215,7 @@ def _bench_backfill(args: argparse.Namespace) -> int:
     return 0
 
 
-def _select_devices(args: argparse.Namespace) -> int:
+def select_devices_command(args: argparse.Namespace) -> int:
     from meddevkg_core.sources.device_selection import format_selection_report, main_select_devices
 
     report = main_select_devices(args.fda_pma, args.product_codes, args.benchmark, args.out)

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from meddevkg_core.pipeline import Models
 
 
-def _models(args: argparse.Namespace, config: PipelineConfig, extraction: ExtractorSettings):
+def models_from_options(args: argparse.Namespace, config: PipelineConfig, extraction: ExtractorSettings):
     """The models `run` and `benchmark` load from their options (whose defaults are the MEDDEVKG_* settings)."""
     return load_models(Path(args.corpus), config.cross_encoder, args.device,
                        Path(args.embedding_cache) if args.embedding_cache else home_dir() / "embedding_cache",
@@ -51,13 +51,13 @@ def load_models(corpus_dir: Path, cross_encoder: CrossEncoderConfig, device: str
     ontology = load_ontology(config)
     if ontology.rejected.height:
         print(f"ontology: {ontology.rejected.height} UMLS/MeSH record(s) quarantined (in rejected_records)")
-    with _models_named_by_their_options():
+    with exit_on_missing_model():
         encoder = load_embedding_model(embedding_model, default_models_dir(), device=device, backend=embedding_backend)
     resolver = CompanyResolver.for_corpus(corpus_dir, former_owners=former_owners_setting())
     if resolver.rejected.height:
         print(f"companies: {resolver.rejected.height} row(s) of the corpus's company tables quarantined "
               "(in rejected_records)")
-    with _models_named_by_their_options():
+    with exit_on_missing_model():
         scorer = load_cross_encoder(cross_encoder, device=device)
     return Models(
         encoder=encoder, entity_extractors=(extraction or ExtractorSettings()).extractors(),
@@ -66,7 +66,7 @@ def load_models(corpus_dir: Path, cross_encoder: CrossEncoderConfig, device: str
 
 
 @contextmanager
-def _models_named_by_their_options() -> Iterator[None]:
+def exit_on_missing_model() -> Iterator[None]:
     """A model an option names that is not on this machine ends the command in one line naming the option
     and its variable, as a mistyped corpus path does (the cross-encoder's ended in a traceback)."""
     from meddevkg_core.cross_encoder import ModelUnavailableOfflineError
@@ -80,7 +80,7 @@ def _models_named_by_their_options() -> Iterator[None]:
         raise SystemExit(f"--embedding-model / MEDDEVKG_EMBEDDING_MODEL: {exc}") from exc
 
 
-def _require_trainable_gold(corpus: Corpus, path: str) -> None:
+def require_trainable_gold(corpus: Corpus, path: str) -> None:
     """Stop before any encoding when the gold cannot train Stage 3 (it would fail at the very end)."""
     from meddevkg_core.rerank import MIN_GOLD_DEVICES
 
@@ -104,7 +104,7 @@ def _rejected_note(rejected: pl.DataFrame, shown: int = 6) -> str:
 
 
 @contextmanager
-def _exit_on_untrainable_gold(path: str) -> Iterator[None]:
+def exit_on_untrainable_gold(path: str) -> Iterator[None]:
     """A training error found after the early check (gold devices the Stage-2 pool does not hold)
     ends the command with its reason, as the early check does."""
     from meddevkg_core.rerank import RerankerTrainingError
@@ -115,7 +115,7 @@ def _exit_on_untrainable_gold(path: str) -> Iterator[None]:
         raise SystemExit(f"{path}: {exc}") from exc
 
 
-def _extractor_settings(args: argparse.Namespace) -> ExtractorSettings:
+def extractor_settings(args: argparse.Namespace) -> ExtractorSettings:
     """Stage 1's extractor: --entity-extractor (default $MEDDEVKG_ENTITY_EXTRACTOR) and, for `llm`, the
     MEDDEVKG_LLM_* variables, read as the entity_extractor resource reads them; a missing or malformed one is an
     InputError naming its variable."""
@@ -128,7 +128,7 @@ def _extractor_settings(args: argparse.Namespace) -> ExtractorSettings:
 
 
 @contextmanager
-def _exit_on_llm_failure(models: Models | None, extractors: Iterable[EntityExtractor] = ()) -> Iterator[None]:
+def exit_on_llm_failure(models: Models | None, extractors: Iterable[EntityExtractor] = ()) -> Iterator[None]:
     """An LLM endpoint that refuses the key or answers none of the documents ends the command in one line,
     before any output is written (the Dagster step fails with the same line); the extractors' HTTP clients
     (`models`', else those given) are closed however the run ends."""
@@ -174,7 +174,7 @@ MODEL_CHOICES = {"cross_encoder_backend": ("MEDDEVKG_CROSS_ENCODER_BACKEND", CRO
 """The model options that take one of a few words, by argument name: the variable of their default, the words."""
 
 
-def _checked_model_choices(args: argparse.Namespace) -> None:
+def checked_model_choices(args: argparse.Namespace) -> None:
     """argparse holds a command-line value to its option's choices but not a default, which these options take
     from a variable: a value outside them there failed in a traceback once the corpus was read."""
     for name, (variable, choices) in MODEL_CHOICES.items():  # pairs-cv extracts no entities
