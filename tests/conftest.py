@@ -32,6 +32,25 @@ def pytest_runtest_makereport(item, call):
         report.longrepr = f"skipped while {NO_SKIPS} is set: {reason}"
 
 
+CURRENT_TEST = "PYTEST_CURRENT_TEST"
+"""pytest's own variable, naming the phase of the running test: not part of the test's environment."""
+
+
+@pytest.fixture(autouse=True)
+def _environment_restored() -> Iterator[None]:
+    """os.environ after each test as it was before: a variable the code under test sets (the CLI's DAGSTER_HOME,
+    the event log's DAGSTER_EVENT_BATCH_SIZE) after `monkeypatch.delenv(..., raising=False)` found it unset is
+    not monkeypatch's to restore, and later tests saw it. Session and module fixtures are set up before this
+    one, so what they set stays."""
+    before = {name: value for name, value in os.environ.items() if name != CURRENT_TEST}
+    yield
+    for name in os.environ.keys() - before.keys() - {CURRENT_TEST}:
+        del os.environ[name]
+    for name, value in before.items():
+        if os.environ.get(name) != value:
+            os.environ[name] = value
+
+
 OTHER_RUN = textwrap.dedent("""
     import sys
     from meddevkg_core import atomic_files
