@@ -71,9 +71,10 @@ def _add_app_source(p: argparse.ArgumentParser) -> None:
     p.add_argument("--links", help="a `meddevkg run`/`benchmark` output directory instead of the store")
     p.add_argument("--corpus", help="with --links: the corpus directory (default: the one named by the newer of "
                    "its report.json and summary.json, else $MEDDEVKG_CORPUS)")
-    p.add_argument("--limit", type=int, default=20, help="rows printed per table")
+    p.add_argument("--limit", type=int, default=20, help="rows printed per table (default %(default)s)")
     p.add_argument("--min-probability", type=float, default=0.0,
-                   help="only links at least this probable (the link set also keeps low-probability immune links)")
+                   help="only links at least this probable (default %(default)s: every link; the link set also "
+                        "keeps low-probability immune links)")
 
 
 def _register_applications(sub) -> None:
@@ -179,8 +180,9 @@ def main(argv: list[str] | None = None) -> int:
                      help="timed runs per n_process value (median reported; default %(default)s); the LLM is timed "
                      "in one run, since a second would read the replies of the first")
     bex.add_argument("--n-process", type=int, nargs="+", default=[1, 2],
-                     help="spaCy process counts to time (not applicable to the LLM)")
-    bex.add_argument("--random-pairs", type=int, default=20, help="random non-gold pairs per gold device")
+                     help="spaCy process counts to time (not applicable to the LLM; default %(default)s)")
+    bex.add_argument("--random-pairs", type=int, default=20,
+                     help="random non-gold pairs per gold device (default %(default)s)")
     bex.add_argument("--seed", type=int, default=42,
                      help="seed of the random non-gold pairs drawn per gold device (default %(default)s)")
     _add_entity_extractor_option(bex)
@@ -209,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
                      help="patent texts encoded, a sample of the corpus's when it has more (default %(default)s)")
     bem.add_argument("--runs", type=int, default=3,
                      help="timed passes of every path, interleaved (median reported; default %(default)s)")
-    bem.add_argument("--batch-size", type=int, default=32, help="texts per forward pass, the same for every path")
+    bem.add_argument("--batch-size", type=int, default=32,
+                     help="texts per forward pass, the same for every path (default %(default)s)")
     bem.set_defaults(func=bench_embed_command)
     bbf = sub.add_parser("bench-backfill", help="a backfill of every device partition through Dagster vs the same "
                          "work through the core (ratio of medians)")
@@ -219,7 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     bbf.add_argument("--home", help="MEDDEVKG_HOME for the run, kept afterwards "
                      "(default: a temporary directory, removed at the end)")
     bbf.add_argument("--patent-copies", type=int, default=1, help="link the devices against this many copies of "
-                     "the stored patents (ids suffixed ~i), to see the ratio at a larger patent corpus")
+                     "the stored patents (ids suffixed ~i), to see the ratio at a larger patent corpus (default "
+                     "%(default)s: the patents as stored)")
     bbf.set_defaults(func=bench_backfill_command)
     sel = sub.add_parser("select-devices", help="the paper's cardiovascular device selection on FDA PMA records, "
                          "compared with a benchmark's devices")

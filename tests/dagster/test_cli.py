@@ -821,15 +821,21 @@ def test_a_config_naming_an_unknown_cross_encoder_backend_is_refused_before_the_
     ("pairs-cv", "--folds", "5"), ("pairs-cv", "--seed", "42"), ("bench-extract", "--runs", "3"),
     ("bench-extract", "--seed", "42"), ("bench-scale", "--patents", "698191"), ("bench-scale", "--devices", "434"),
     ("bench-scale", "--runs", "1"), ("bench-scale", "--seed", "0"), ("bench-embed", "--texts", "500"),
-    ("bench-embed", "--runs", "3"), ("bench-backfill", "--runs", "3")])
-def test_the_counts_and_seeds_of_the_benchmarks_say_what_they_are_and_their_default(command, option, default, capsys):
-    # --folds, --seed, --texts, --patents and some --runs were listed with no help at all
+    ("bench-embed", "--runs", "3"), ("bench-backfill", "--runs", "3"), ("bench-embed", "--batch-size", "32"),
+    ("bench-extract", "--n-process", "[1, 2]"), ("bench-extract", "--random-pairs", "20"),
+    ("bench-backfill", "--patent-copies", "1"), ("recall-rootcause", "--limit", "20"),
+    ("ma-discovery", "--min-probability", "0.0")])
+def test_the_counts_seeds_and_limits_of_the_commands_say_what_they_are_and_their_default(command, option, default,
+                                                                                        capsys):
+    # --folds, --seed, --texts, --patents and some --runs were listed with no help at all; --batch-size,
+    # --n-process, --random-pairs, --patent-copies, --limit and --min-probability without their default
     with pytest.raises(SystemExit):
         main([command, "--help"])
-    help_text = " ".join(capsys.readouterr().out.split())
-    after = help_text.split(f"{option} {option[2:].upper()} ", 1)[1]
+    options = " ".join(capsys.readouterr().out.split("options:", 1)[1].split())
+    metavar = option[2:].upper().replace("-", "_")
+    after = re.split(rf"{option} {metavar} (?:\[{metavar} \.\.\.\] )?", options, maxsplit=1)[1]
     described = re.split(r" --?[a-z][a-z-]* [A-Z_]{2,} ", after, maxsplit=1)[0]
-    assert re.match(rf"\w.* \(.*default {default}\b[^)]*\)", described), described
+    assert re.match(rf"\w.* \(.*default {re.escape(default)}(?!\w)[^)]*\)", described), described
 
 
 FAST_RERANK = '{"rerank": {"n_estimators": 10, "folds": 2, "bagging": 1}}'
