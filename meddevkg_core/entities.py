@@ -1,10 +1,10 @@
 """Default offline entity extractor: grounded mentions mapped to MedDevOnto (METHOD.md §2.1-2.2, §6).
 
 Stands in for the paper's LLM extractor without any network: a spaCy PhraseMatcher finds every
-ontology term, base noun phrases (phrases.py: each distinct segment tagged once) add the free
-device phrases a dictionary misses, each mention is mapped to a concept in two tiers (exact,
-then head noun) and every span is verified against its source text (Quote-then-Verify) before
-it is kept. Rejected spans are returned, never dropped.
+ontology term, base noun phrases (phrases.py; segment_tagger.py tags each distinct segment once)
+add the free device phrases a dictionary misses, each mention is mapped to a concept in two tiers
+(exact, then head noun) and every span is verified against its source text (Quote-then-Verify)
+before it is kept. Rejected spans are returned, never dropped.
 
 Entity type rule: a mention mapped to a PROCESS, ALGORITHM or INDICATION concept is a MECHANISM;
 one mapped to any other concept (devices, sensors, substances, generic hardware, anatomy) is a
@@ -37,8 +37,6 @@ from meddevkg_core.phrases import (
     NOMINAL,
     NOMINAL_CONTEXT,
     VERBAL_CONTEXT,
-    SegmentQueue,
-    Tags,
     Tokens,
     Word,
     base_noun_phrases,
@@ -46,6 +44,7 @@ from meddevkg_core.phrases import (
     segments,
 )
 from meddevkg_core.progress import Progress, no_progress
+from meddevkg_core.segment_tagger import SegmentQueue, Tags
 
 if TYPE_CHECKING:
     from spacy.language import Language
@@ -217,7 +216,7 @@ def extract_mentions(docs: pl.DataFrame, ontology: Ontology, nlp: Language, batc
 
     One mention per (doc, norm), at its first offset. Documents without text or id are returned
     in `rejected`, as are spans that fail grounding. Texts are only tokenized; each distinct
-    segment is tagged once (phrases.py). `n_process > 1` runs the tagger's layers in
+    segment is tagged once (segment_tagger.py). `n_process > 1` runs the tagger's layers in
     `n_process - 1` background threads while this thread tokenizes and builds mentions (the
     matrix products release the GIL; worker processes would each load spaCy and torch, ~10 s
     per spawn on two cores, and tag the segments their shards share again). Segment tags never

@@ -241,15 +241,13 @@ def _reference_extraction(docs: pl.DataFrame, onto, nlp) -> pl.DataFrame:
     from meddevkg_core.phrases import (
         NOMINAL,
         NOMINAL_CONTEXT,
-        SEGMENTS_PER_DOC,
         VERBAL_CONTEXT,
         Tokens,
         Word,
-        _tag_packed,
         base_noun_phrases,
-        pos_table,
         segments,
     )
+    from meddevkg_core.segment_tagger import SEGMENTS_PER_DOC, _tag_packed, pos_table
 
     def words_of(toks, spans, tags):
         out = {}

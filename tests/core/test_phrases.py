@@ -3,18 +3,8 @@
 import pytest
 
 from meddevkg_core.entities import load_spacy_pipeline
-from meddevkg_core.phrases import (
-    SegmentQueue,
-    SegmentTagger,
-    Tokens,
-    _tag_packed,
-    base_noun_phrases,
-    plural_lemmas,
-    segment_key,
-    segments,
-    tag_segments,
-    words_of,
-)
+from meddevkg_core.phrases import Tokens, base_noun_phrases, segment_key, segments, words_of
+from meddevkg_core.segment_tagger import SegmentQueue, SegmentTagger, _tag_packed, plural_lemmas, tag_segments
 
 
 @pytest.fixture(scope="module")
@@ -96,12 +86,12 @@ def test_segment_tagger_gives_the_tags_of_the_packed_docs(nlp):
 def test_near_ties_are_tagged_again_with_the_pipelines_arithmetic(nlp, monkeypatch):
     """Whether no word, some, every word or only near ties go back through the pipeline's own
     layers (thinc and BLIS), the tags are those of nlp.pipe on packed Docs."""
-    import meddevkg_core.phrases as phrases
+    import meddevkg_core.segment_tagger as segment_tagger
 
     keys = sorted({segment_key(t, a, b) for t, spans in (_segments(nlp, s) for s in SENTENCES) for a, b in spans})
     reference = _tag_packed(keys, nlp, 1, 200)
-    for margin in (0.0, phrases.TIE_MARGIN, 0.3, 1e9):  # 0.3: a few of the words
-        monkeypatch.setattr(phrases, "TIE_MARGIN", margin)
+    for margin in (0.0, segment_tagger.TIE_MARGIN, 0.3, 1e9):  # 0.3: a few of the words
+        monkeypatch.setattr(segment_tagger, "TIE_MARGIN", margin)
         assert SegmentTagger.of(nlp).tag(keys) == reference
 
 
@@ -122,7 +112,7 @@ def test_segment_queue_tags_in_background_threads_like_at_once(nlp):
 def test_segment_queue_tags_are_the_packed_docs_tags_with_pos_and_lemmas(nlp):
     """The queue works out POS and plural lemmas per distinct (word, tag) and per batch; the same
     as with_pos_and_lemmas over nlp.pipe's tags of the packed Docs, in one thread or two."""
-    from meddevkg_core.phrases import with_pos_and_lemmas
+    from meddevkg_core.segment_tagger import with_pos_and_lemmas
 
     keys = sorted({segment_key(t, a, b) for t, spans in (_segments(nlp, s) for s in SENTENCES) for a, b in spans})
     keys += [("Stents",), ("stents",), ("media",), ("catheters", "catheters")]
@@ -142,7 +132,7 @@ def test_fast_layers_match_the_pipelines_layers(nlp):
     gives thinc's outputs up to the order of the sums."""
     import numpy as np
 
-    from meddevkg_core.phrases import _FastBlock
+    from meddevkg_core.segment_tagger import _FastBlock
 
     tagger = SegmentTagger.of(nlp)
     rng = np.random.default_rng(0)
