@@ -39,7 +39,6 @@ _GAP = (";",) * 4
 segment's tags never depend on its neighbours, and a device tagged alone or in a backfill of all
 devices gets the same mentions. Semicolons tag isolated fragments best: nouns, acronyms and
 participles as in running text."""
-_TAG_PIPES_OFF = ("parser", "ner", "senter")
 _PLURAL_TAGS = frozenset({"NNS", "NNPS"})
 TIE_MARGIN = 1e-3
 """A word whose two best tag scores (the tagger's softmax layer outputs, unnormalised at
