@@ -44,7 +44,7 @@ from meddevkg_core.phrases import (
     segments,
 )
 from meddevkg_core.progress import Progress, no_progress
-from meddevkg_core.segment_tagger import SegmentQueue, Tags
+from meddevkg_core.segment_tagger import PLURAL_TAGS, SegmentQueue, Tags
 
 if TYPE_CHECKING:
     from spacy.language import Language
@@ -541,7 +541,7 @@ def _map_phrase_words(tokens: list[Word], head: Word, surface_text: str, ontolog
         return None, COMPONENT
     surface = " ".join(words)
     norm = surface
-    if head.tag_ in ("NNS", "NNPS") and head.lower_.endswith("s") and lemma:
+    if head.tag_ in PLURAL_TAGS and head.lower_.endswith("s") and lemma:
         norm = " ".join([*words[:-1], *lemma.split()])  # "drug-eluting stents" -> "drug eluting stent"
     match = map_phrase(norm, ontology, lemma)
     if match.map_tier != "exact" and norm != surface and (cid := ontology.lookup(surface)) is not None:

@@ -39,7 +39,8 @@ _GAP = (";",) * 4
 segment's tags never depend on its neighbours, and a device tagged alone or in a backfill of all
 devices gets the same mentions. Semicolons tag isolated fragments best: nouns, acronyms and
 participles as in running text."""
-_PLURAL_TAGS = frozenset({"NNS", "NNPS"})
+PLURAL_TAGS = frozenset({"NNS", "NNPS"})
+"""Penn tags of plural nouns: the only words whose lemma is looked up."""
 TIE_MARGIN = 1e-3
 """A word whose two best tag scores (the tagger's softmax layer outputs, unnormalised at
 inference) are closer than this is tagged again with the pipeline's own arithmetic
@@ -79,9 +80,9 @@ def with_pos_and_lemmas(raw: dict[tuple[str, ...], tuple[str, ...]], nlp: Langua
     """Fine tags per segment -> (pos, tag, lemma) per word."""
     to_pos = pos_table(nlp) if to_pos is None else to_pos
     plurals = sorted({w.lower() for key, tags in raw.items() for w, t in zip(key, tags, strict=True)
-                      if t in ("NNS", "NNPS")})
+                      if t in PLURAL_TAGS})
     lemmas = plural_lemmas(plurals, nlp)
-    return {key: tuple((to_pos.get(t, "X"), t, lemmas.get(w.lower(), w.lower()) if t in ("NNS", "NNPS") else w.lower())
+    return {key: tuple((to_pos.get(t, "X"), t, lemmas.get(w.lower(), w.lower()) if t in PLURAL_TAGS else w.lower())
                        for w, t in zip(key, tags, strict=True))
             for key, tags in raw.items()}
 
@@ -151,14 +152,14 @@ class SegmentQueue:
         pairs, inverse = np.unique(job.ids * n_labels + guesses, return_inverse=True)
         vocab, lemmas, to_pos = job.vocab, self._lemmas, self.to_pos
         tagged = [(vocab[code // n_labels], labels[code % n_labels]) for code in pairs.tolist()]
-        plurals = sorted({w.lower() for w, t in tagged if t in _PLURAL_TAGS} - lemmas.keys())
+        plurals = sorted({w.lower() for w, t in tagged if t in PLURAL_TAGS} - lemmas.keys())
         if plurals:
             found = plural_lemmas(plurals, self.nlp)
             lemmas.update((w, found.get(w, w)) for w in plurals)
         triples = []
         for w, t in tagged:
             lower = w.lower()
-            triples.append((to_pos.get(t, "X"), t, lemmas[lower] if t in _PLURAL_TAGS else lower))
+            triples.append((to_pos.get(t, "X"), t, lemmas[lower] if t in PLURAL_TAGS else lower))
         per_word = list(map(triples.__getitem__, inverse.reshape(-1).tolist()))
         out: dict[tuple[str, ...], Tags] = {}
         i = 0
