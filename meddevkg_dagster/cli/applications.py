@@ -135,7 +135,7 @@ def trajectory_command(args: argparse.Namespace) -> int:
         print(f"note: {note}")
     if traj.decision_year is None and not args.fda_pma:
         print("note: the devices table has no approval date for it; --fda-pma fdadata_pma.parquet reads FDA's")
-    _show("linked patents per year", traj.counts, 200)
+    _show("linked patents per year", traj.counts, traj.counts.height)  # a year per row: printed whole
     _show("linked patents", traj.patents, args.limit)
     if args.png:
         print(f"wrote {plot_trajectory(traj, args.png)}")

@@ -71,7 +71,8 @@ def _add_app_source(p: argparse.ArgumentParser) -> None:
     p.add_argument("--links", help="a `meddevkg run`/`benchmark` output directory instead of the store")
     p.add_argument("--corpus", help="with --links: the corpus directory (default: the one named by the newer of "
                    "its report.json and summary.json, else $MEDDEVKG_CORPUS)")
-    p.add_argument("--limit", type=int, default=20, help="rows printed per table (default %(default)s)")
+    p.add_argument("--limit", type=int, default=20,
+                   help="rows printed per table (default %(default)s; trajectory's table by year is printed whole)")
     p.add_argument("--min-probability", type=float, default=0.0,
                    help="only links at least this probable (default %(default)s: every link; the link set also "
                         "keeps low-probability immune links)")
