@@ -29,6 +29,7 @@ from meddevkg_core.dossier import device_dossiers
 from meddevkg_core.embeddings import EmbeddingCache, Encoder, embed_documents, embedding_matrix
 from meddevkg_core.entity_match import EntityMatcher, doc_keys
 from meddevkg_core.evaluation import LinkEvaluation, evaluate_links
+from meddevkg_core.links_table import links_frame
 from meddevkg_core.llm_extraction import Domain, EntityExtractor
 from meddevkg_core.ontology import Ontology
 from meddevkg_core.progress import ThrottledReporter, stage_reporter
@@ -38,7 +39,6 @@ from meddevkg_core.rerank import (
     decide,
     feature_frame,
     fit_fold_models,
-    links_frame,
     with_ranks,
 )
 from meddevkg_core.text_adapter import Vectors

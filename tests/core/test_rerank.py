@@ -7,6 +7,7 @@ import pytest
 from meddevkg_core import rerank, schemas
 from meddevkg_core.candidates import generate_candidates
 from meddevkg_core.config import RerankConfig
+from meddevkg_core.links_table import evidence, links_frame
 from meddevkg_core.rerank import (
     FEATURES,
     FoldModels,
@@ -15,7 +16,6 @@ from meddevkg_core.rerank import (
     feature_frame,
     fit_fold_models,
     label_pairs,
-    links_frame,
     rank_pool,
     recall_threshold,
     training_sample,
@@ -258,14 +258,14 @@ def test_a_long_list_of_training_devices_is_cut_short():
 
 
 # --------------------------------------------------------------------------- links_frame and apply_fold_models
-# The implementations before the column-wise rewrite, kept as oracles; rerank.evidence (the per-row
+# The implementations before the column-wise rewrite, kept as oracles; links_table.evidence (the per-row
 # specification, unchanged) gives the strings the column-wise links_frame must reproduce, for every
 # link (a rejected pair's evidence is null).
 
 
 def _links_frame_before(decided: pl.DataFrame) -> pl.DataFrame:
     rows = decided.to_dicts()
-    texts = [rerank.evidence(r) if r["decision"] else None for r in rows]
+    texts = [evidence(r) if r["decision"] else None for r in rows]
     return schemas.conform(decided.with_columns(pl.Series("evidence", texts, pl.String)), schemas.LINKS)
 
 
