@@ -7,7 +7,7 @@ import pytest
 from meddevkg_core import rerank, schemas
 from meddevkg_core.candidates import generate_candidates
 from meddevkg_core.config import RerankConfig
-from meddevkg_core.links_table import evidence, links_frame
+from meddevkg_core.links_table import links_frame
 from meddevkg_core.rerank import (
     FEATURES,
     FoldModels,
@@ -257,16 +257,8 @@ def test_a_long_list_of_training_devices_is_cut_short():
     rerank.require_both_classes(labeled.with_columns(pl.Series("label", [0] + [1] * 8)), "full model")
 
 
-# --------------------------------------------------------------------------- links_frame and apply_fold_models
-# The implementations before the column-wise rewrite, kept as oracles; links_table.evidence (the per-row
-# specification, unchanged) gives the strings the column-wise links_frame must reproduce, for every
-# link (a rejected pair's evidence is null).
-
-
-def _links_frame_before(decided: pl.DataFrame) -> pl.DataFrame:
-    rows = decided.to_dicts()
-    texts = [evidence(r) if r["decision"] else None for r in rows]
-    return schemas.conform(decided.with_columns(pl.Series("evidence", texts, pl.String)), schemas.LINKS)
+# --------------------------------------------------------------------------- apply_fold_models
+# The implementation before the rewrite, kept as an oracle.
 
 
 def _apply_fold_models_before(features: pl.DataFrame, models: FoldModels) -> pl.DataFrame:
@@ -284,8 +276,7 @@ def _apply_fold_models_before(features: pl.DataFrame, models: FoldModels) -> pl.
     return pl.concat(parts, how="vertical_relaxed").sort("fda_id", "pat_id")
 
 
-@pytest.fixture(scope="module")
-def bench_stage3():
+def bench_stage3_frames() -> tuple[pl.DataFrame, FoldModels, pl.DataFrame]:
     """A realistic small Stage-2 pool (the scale benchmark's synthetic corpus), fold models and decisions."""
     from meddevkg_core import scale_bench
     from meddevkg_core.config import PipelineConfig
@@ -298,6 +289,11 @@ def bench_stage3():
     models = fit_fold_models(features.filter(pl.col("fda_id").is_in(gold["fda_id"].unique().implode())), gold,
                              RerankConfig(n_estimators=20, folds=4))
     return features, models, decide(apply_fold_models(features, models), RerankConfig())
+
+
+@pytest.fixture(scope="module")
+def bench_stage3():
+    return bench_stage3_frames()
 
 
 def test_apply_fold_models_identical_to_before(bench_stage3, monkeypatch):
@@ -315,28 +311,6 @@ def test_apply_fold_models_identical_to_before(bench_stage3, monkeypatch):
     devices, model = models.folds[0]
     overlapping = FoldModels(models.full, (*models.folds, (devices[:1], model)))  # a device in two folds
     assert apply_fold_models(features, overlapping).equals(_apply_fold_models_before(features, overlapping))
-
-
-def test_links_frame_identical_to_before(bench_stage3):
-    _, _, decided = bench_stage3
-    assert decided["company_path"].null_count() < decided.height and (decided["shared_terms"] != "").any()
-    assert links_frame(decided).equals(_links_frame_before(decided))
-    assert links_frame(decided, chunk_rows=333).equals(_links_frame_before(decided))
-    # cross-encoder scores (some missing), and values at the rounding edges of the formats
-    rng = np.random.default_rng(0)
-    edges = np.array([0.0005, 0.0015, 0.0025, -0.0005, -0.0, 0.0, 2.5, 3.5, -2.5, 0.125, 0.9995, 1e-8, -1e-8,
-                      123.4565, 1e20, -1e30, np.inf, -np.inf, np.nan], np.float32)
-    n = decided.height
-    values = np.concatenate([edges, rng.normal(0, 1, n - len(edges)).astype(np.float32)])
-    odd = decided.with_columns(
-        pl.Series("ai_score", np.where(rng.random(n) < 0.3, np.nan, values[::-1]), pl.Float32).fill_nan(None),
-        pl.Series("sim", values, pl.Float32), pl.Series("score_total", values * 80, pl.Float32),
-        pl.Series("probability", np.roll(values, 7), pl.Float32),
-        pl.Series("company_path", rng.choice(["", "A <- B"], n)).replace("", None).alias("company_path"),
-        pl.Series("decision", rng.random(n) < 0.8))  # most rows links, so most values are formatted
-    for frame in (odd, odd.with_columns(pl.col("ai_score").cast(pl.Float64)), odd.drop("ai_score", "shared_terms"),
-                  odd.with_columns(pl.col("admitted_by").cast(pl.Categorical))):
-        assert links_frame(frame, chunk_rows=1_000).equals(_links_frame_before(frame))
 
 
 def _embeddings(ids, matrix: np.ndarray) -> pl.DataFrame:
