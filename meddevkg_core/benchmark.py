@@ -38,6 +38,7 @@ from meddevkg_core.curves import pairs_for_recall
 from meddevkg_core.device_activity import GRANTED_AFTER_LAST_DECISION, dormant
 from meddevkg_core.embeddings import embedding_matrix
 from meddevkg_core.evaluation import evaluate_links
+from meddevkg_core.fold_models import RerankerTrainingError
 from meddevkg_core.pipeline import (
     LinkRun,
     Models,
@@ -52,7 +53,7 @@ from meddevkg_core.pipeline import (
 from meddevkg_core.plots import plot_rank_distribution, plot_recall_volume
 from meddevkg_core.ranking import pipeline_runs
 from meddevkg_core.report import render_markdown
-from meddevkg_core.rerank import FEATURE_SETS, RerankerTrainingError
+from meddevkg_core.rerank import FEATURE_SETS
 from meddevkg_core.text_repair import repair_counts
 
 CATEGORY_RULES: tuple[tuple[str, str], ...] = (

@@ -29,18 +29,13 @@ from meddevkg_core.dossier import device_dossiers
 from meddevkg_core.embeddings import EmbeddingCache, Encoder, embed_documents, embedding_matrix
 from meddevkg_core.entity_match import EntityMatcher, doc_keys
 from meddevkg_core.evaluation import LinkEvaluation, evaluate_links
+from meddevkg_core.fold_models import FoldModels, apply_fold_models, fit_fold_models
 from meddevkg_core.links_table import links_frame
 from meddevkg_core.llm_extraction import Domain, EntityExtractor
 from meddevkg_core.ontology import Ontology
 from meddevkg_core.progress import ThrottledReporter, stage_reporter
-from meddevkg_core.rerank import (
-    FoldModels,
-    apply_fold_models,
-    decide,
-    feature_frame,
-    fit_fold_models,
-    with_ranks,
-)
+from meddevkg_core.rerank import feature_frame
+from meddevkg_core.reranked_links import decide, with_ranks
 from meddevkg_core.text_adapter import Vectors
 from meddevkg_core.text_repair import repair_counts
 from meddevkg_core.training_pairs import training_pairs

@@ -20,8 +20,10 @@ from meddevkg_core.baselines import ScorerRun, run_scorer_reordered
 from meddevkg_core.candidates import Stage2Inputs, admission, block_frame, score_blocks
 from meddevkg_core.company_contest import catalogue_lines, contest_order
 from meddevkg_core.config import PipelineConfig
+from meddevkg_core.fold_models import FoldModels
 from meddevkg_core.patent_order import PatentOrder
-from meddevkg_core.rerank import FoldModels, feature_frame, uses_contest
+from meddevkg_core.rerank import feature_frame
+from meddevkg_core.reranked_links import uses_contest
 from meddevkg_core.text_adapter import Vectors, fused_scores, similarity_of
 
 

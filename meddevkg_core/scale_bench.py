@@ -42,9 +42,11 @@ from meddevkg_core.baselines import TfidfScorer
 from meddevkg_core.candidates import Stage2Inputs, collect_candidates, max_devices_per_block, release_free_heap
 from meddevkg_core.config import CandidateConfig, PipelineConfig
 from meddevkg_core.entity_match import EntityMatcher, doc_keys
+from meddevkg_core.fold_models import apply_fold_models, fit_fold_models
 from meddevkg_core.links_table import links_frame
 from meddevkg_core.ontology import Ontology, load_meddevonto
-from meddevkg_core.rerank import apply_fold_models, decide, feature_frame, fit_fold_models, with_ranks
+from meddevkg_core.rerank import feature_frame
+from meddevkg_core.reranked_links import decide, with_ranks
 
 # Calibration. Chosen on 434 x 2,185 against the real benchmark (shipped spaCy extraction, packaged
 # MiniLM, default configuration), share of all pairs / share of the pool. Device-patent cosine

@@ -223,7 +223,7 @@ _RERANKER_MODEL_COLUMNS: dict[str, PolarsDataType] = {
     "text_adapter": pl.Binary,
 }
 RERANKER_MODELS = pl.Schema(_RERANKER_MODEL_COLUMNS)
-"""The stored reranker (rerank.FoldModels): the full model and one per fold, each with its text adapter."""
+"""The stored reranker (fold_models.FoldModels): the full model and one per fold, each with its text adapter."""
 
 
 def fingerprint() -> str:

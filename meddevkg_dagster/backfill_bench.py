@@ -34,9 +34,11 @@ def _core_device_links(tables: dict[str, pl.DataFrame], resources: dict[str, Any
     from meddevkg_core.cross_encoder import score_candidate_pairs
     from meddevkg_core.embeddings import embed_documents
     from meddevkg_core.entities import extract_mentions, load_spacy_pipeline
+    from meddevkg_core.fold_models import FoldModels, apply_fold_models
     from meddevkg_core.links_table import links_frame
     from meddevkg_core.pipeline import documents, stage2_inputs
-    from meddevkg_core.rerank import FoldModels, apply_fold_models, decide, feature_frame, with_ranks
+    from meddevkg_core.rerank import feature_frame
+    from meddevkg_core.reranked_links import decide, with_ranks
     from meddevkg_core.text_adapter import Vectors
     from meddevkg_dagster.assets.sources import ontology_from_table
 

@@ -9,15 +9,9 @@ from meddevkg_core.candidates import Stage2Inputs, collect_candidates
 from meddevkg_core.companies import build_company_dictionary
 from meddevkg_core.config import PipelineConfig
 from meddevkg_core.cross_encoder import score_candidate_pairs
+from meddevkg_core.fold_models import FoldModels, RerankerTrainingError, fit_fold_models
 from meddevkg_core.pipeline import market_company_matches, stage2_inputs
-from meddevkg_core.rerank import (
-    FoldModels,
-    RerankerTrainingError,
-    RivalPool,
-    fit_fold_models,
-    rank_pool,
-    uses_contest,
-)
+from meddevkg_core.reranked_links import RivalPool, rank_pool, uses_contest
 from meddevkg_core.text_adapter import Vectors
 from meddevkg_core.training_pairs import training_pairs as build_training_pairs
 from meddevkg_dagster.assets.sources import ontology_from_table

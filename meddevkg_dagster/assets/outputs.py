@@ -13,10 +13,10 @@ from meddevkg_core.baselines import CompanyScorer, CosineScorer, Scorer, run_sco
 from meddevkg_core.curves import pairs_for_recall
 from meddevkg_core.embeddings import embedding_matrix
 from meddevkg_core.evaluation import evaluate_links, evaluation_frame
+from meddevkg_core.fold_models import FoldModels
 from meddevkg_core.graph import build_graph, dangling_edges
 from meddevkg_core.plots import plot_rank_distribution, plot_recall_volume
 from meddevkg_core.ranking import pipeline_runs
-from meddevkg_core.rerank import FoldModels
 from meddevkg_dagster.assets.linking import stage2_inputs_of
 from meddevkg_dagster.assets.sources import ontology_from_table
 from meddevkg_dagster.lib import evaluation_metadata, table_metadata

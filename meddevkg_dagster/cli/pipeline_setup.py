@@ -82,7 +82,7 @@ def exit_on_missing_model() -> Iterator[None]:
 
 def require_trainable_gold(corpus: Corpus, path: str) -> None:
     """Stop before any encoding when the gold cannot train Stage 3 (it would fail at the very end)."""
-    from meddevkg_core.rerank import MIN_GOLD_DEVICES
+    from meddevkg_core.fold_models import MIN_GOLD_DEVICES
 
     n = corpus.gold_links["fda_id"].n_unique() if corpus.has_gold else 0
     if n < MIN_GOLD_DEVICES:
@@ -107,7 +107,7 @@ def _rejected_note(rejected: pl.DataFrame, shown: int = 6) -> str:
 def exit_on_untrainable_gold(path: str) -> Iterator[None]:
     """A training error found after the early check (gold devices the Stage-2 pool does not hold)
     ends the command with its reason, as the early check does."""
-    from meddevkg_core.rerank import RerankerTrainingError
+    from meddevkg_core.fold_models import RerankerTrainingError
 
     try:
         yield

@@ -93,7 +93,7 @@ def test_a_run_that_fails_at_the_end_leaves_the_previous_outputs_plots_included(
 def test_an_ablation_whose_reranker_cannot_train_is_named(models, tmp_path, monkeypatch):
     """Its folds are not the main run's: "fold 2 of 5" alone pointed at the run that had trained."""
     import meddevkg_core.benchmark as benchmark
-    from meddevkg_core.rerank import RerankerTrainingError
+    from meddevkg_core.fold_models import RerankerTrainingError
 
     def untrainable(prepared, models, config, timer):
         raise RerankerTrainingError("cannot train the reranker's fold 2 of 5")

@@ -5,16 +5,9 @@ import polars as pl
 import pytest
 
 from meddevkg_core.config import RerankConfig
+from meddevkg_core.fold_models import apply_fold_models, fit_fold_models
 from meddevkg_core.known_links import KNOWN_LINK_FEATURES, KnownLinks
-from meddevkg_core.rerank import (
-    EXTENDED_FEATURES,
-    RerankerModel,
-    apply_fold_models,
-    feature_frame,
-    fit_fold_models,
-    label_pairs,
-    train_reranker,
-)
+from meddevkg_core.rerank import EXTENDED_FEATURES, RerankerModel, feature_frame, label_pairs, train_reranker
 from meddevkg_core.text_adapter import Vectors
 from tests.core.test_rerank import synthetic_pool
 

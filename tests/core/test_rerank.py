@@ -4,23 +4,19 @@ import numpy as np
 import polars as pl
 import pytest
 
-from meddevkg_core import rerank, schemas
+from meddevkg_core import fold_models, rerank, schemas
 from meddevkg_core.candidates import generate_candidates
 from meddevkg_core.config import RerankConfig
-from meddevkg_core.links_table import links_frame
-from meddevkg_core.rerank import (
-    FEATURES,
+from meddevkg_core.fold_models import (
     FoldModels,
+    RerankerTrainingError,
     apply_fold_models,
-    decide,
-    feature_frame,
     fit_fold_models,
-    label_pairs,
-    rank_pool,
-    recall_threshold,
-    training_sample,
-    with_ranks,
+    require_both_classes,
 )
+from meddevkg_core.links_table import links_frame
+from meddevkg_core.rerank import FEATURES, feature_frame, label_pairs, recall_threshold, training_sample
+from meddevkg_core.reranked_links import decide, rank_pool, with_ranks
 
 CFG = RerankConfig(n_estimators=20, folds=4)
 
@@ -127,10 +123,10 @@ def test_gold_the_folds_cannot_use_is_refused_naming_what_there_is():
     pool, gold = synthetic_pool()
     features = feature_frame(pool, None)
     one = gold.filter(pl.col("fda_id") == "P03")
-    with pytest.raises(rerank.RerankerTrainingError, match=r"at least 2 devices; the pool holds gold for 1 \(P03\)"):
+    with pytest.raises(RerankerTrainingError, match=r"at least 2 devices; the pool holds gold for 1 \(P03\)"):
         fit_fold_models(features, one, CFG)
     outside = pl.DataFrame({"fda_id": ["P03"], "pat_id": ["nowhere"]})
-    with pytest.raises(rerank.RerankerTrainingError, match=r"full model: its training pairs, of 1 device \(P03\), "
+    with pytest.raises(RerankerTrainingError, match=r"full model: its training pairs, of 1 device \(P03\), "
                        "are 30 pairs and no gold link"):
         fit_fold_models(features, outside, CFG)
 
@@ -234,14 +230,14 @@ def test_a_training_set_of_one_class_is_refused_naming_it_before_any_model_is_fi
     features = feature_frame(pool, None)
     monkeypatch.setattr(rerank, "_fit", lambda *a: pytest.fail("a model was fitted before the refusal"))
     cfg = CFG.model_copy(update={"folds": 3})
-    with pytest.raises(rerank.RerankerTrainingError) as refusal:
+    with pytest.raises(RerankerTrainingError) as refusal:
         fit_fold_models(features, _every_pair_gold_but_one_devices(pool, gold, "P02"), cfg)
     assert str(refusal.value) == (
         "cannot train the reranker's fold 1 of 3 (held out: P02): its training pairs, of 2 devices (P00, P01), "
         "are 12 gold links and no other pair, and XGBoost learns from both; give the corpus patents that are "
         "not gold links of these devices (more patents than gold links), or more gold devices")
     no_gold = pl.DataFrame({"fda_id": ["P00", "P01"], "pat_id": ["elsewhere", "elsewhere"]})
-    with pytest.raises(rerank.RerankerTrainingError) as refusal:
+    with pytest.raises(RerankerTrainingError) as refusal:
         fit_fold_models(features, pl.concat([no_gold, gold.filter(pl.col("fda_id") == "P02")]), cfg)
     assert str(refusal.value) == (
         "cannot train the reranker's fold 1 of 3 (held out: P02): its training pairs, of 2 devices (P00, P01), "
@@ -251,10 +247,10 @@ def test_a_training_set_of_one_class_is_refused_naming_it_before_any_model_is_fi
 
 def test_a_long_list_of_training_devices_is_cut_short():
     labeled = pl.DataFrame({"fda_id": [f"P{i:02d}" for i in range(9)], "label": [1] * 9})
-    with pytest.raises(rerank.RerankerTrainingError, match=r"of 9 devices \(P00, P01, P02, P03, P04 and 4 "
+    with pytest.raises(RerankerTrainingError, match=r"of 9 devices \(P00, P01, P02, P03, P04 and 4 "
                        r"more\), are 9 gold links"):
-        rerank.require_both_classes(labeled, "full model")
-    rerank.require_both_classes(labeled.with_columns(pl.Series("label", [0] + [1] * 8)), "full model")
+        require_both_classes(labeled, "full model")
+    require_both_classes(labeled.with_columns(pl.Series("label", [0] + [1] * 8)), "full model")
 
 
 # --------------------------------------------------------------------------- apply_fold_models
@@ -302,7 +298,7 @@ def test_apply_fold_models_identical_to_before(bench_stage3, monkeypatch):
     expected = _apply_fold_models_before(features, models)
     assert apply_fold_models(features, models).equals(expected)
     with monkeypatch.context() as m:
-        m.setattr(rerank, "PREDICT_ROWS", 97)  # predictions in chunks of rows
+        m.setattr(fold_models, "PREDICT_ROWS", 97)  # predictions in chunks of rows
         assert apply_fold_models(features, models).equals(expected)
     shuffled = features.sample(fraction=1.0, shuffle=True, seed=1)  # not sorted by pair: sorted at the end
     assert apply_fold_models(shuffled, models).equals(expected)
@@ -365,7 +361,7 @@ def test_rank_pool_reads_the_top_pairs_vectors_only_and_ranks_as_with_every_vect
 
 def test_the_company_contest_moves_top_pairs_only_and_ranks_one_device_as_the_whole_pool():
     from meddevkg_core.config import CompanyContestConfig
-    from meddevkg_core.rerank import RivalPool
+    from meddevkg_core.reranked_links import RivalPool
 
     cfg = RerankConfig(n_estimators=20, folds=4, company_contest=CompanyContestConfig(top_k=10, weight=1.0))
     pool, vectors, models = _synthetic_stage3(cfg)

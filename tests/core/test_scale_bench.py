@@ -14,9 +14,11 @@ from meddevkg_core.baselines import TfidfScorer
 from meddevkg_core.candidates import Stage2Inputs, generate_candidates, max_devices_per_block
 from meddevkg_core.config import CandidateConfig, PipelineConfig, RerankConfig
 from meddevkg_core.entity_match import EntityMatcher, _s_keys, doc_keys
+from meddevkg_core.fold_models import apply_fold_models, fit_fold_models
 from meddevkg_core.links_table import links_frame
 from meddevkg_core.ontology import load_meddevonto
-from meddevkg_core.rerank import apply_fold_models, decide, feature_frame, fit_fold_models
+from meddevkg_core.rerank import feature_frame
+from meddevkg_core.reranked_links import decide
 from tests.core import _stage2_before as before
 
 ONTO = load_meddevonto()

@@ -5,7 +5,9 @@ import polars as pl
 import pytest
 
 from meddevkg_core.config import CompanyContestConfig, RerankConfig, TextAdapterConfig
-from meddevkg_core.rerank import FoldModels, RerankerModel, with_ranks
+from meddevkg_core.fold_models import FoldModels
+from meddevkg_core.rerank import RerankerModel
+from meddevkg_core.reranked_links import with_ranks
 from meddevkg_core.text_adapter import TextAdapter, Vectors, device_ranks, fit_text_adapter, fused_scores
 
 CFG = TextAdapterConfig(enabled=True, top_k=3)

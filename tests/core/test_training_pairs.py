@@ -6,8 +6,9 @@ from meddevkg_core import schemas
 from meddevkg_core.candidates import Stage2Inputs, generate_candidates
 from meddevkg_core.config import CandidateConfig, PipelineConfig, RerankConfig
 from meddevkg_core.entity_match import EntityMatcher, doc_keys
+from meddevkg_core.fold_models import fit_fold_models
 from meddevkg_core.ontology import load_meddevonto
-from meddevkg_core.rerank import fit_fold_models, label_pairs, oof_probabilities, recall_threshold, training_sample
+from meddevkg_core.rerank import label_pairs, oof_probabilities, recall_threshold, training_sample
 from meddevkg_core.training_pairs import outside_pool_pairs, training_pairs
 
 DEVICES = [f"D{i}" for i in range(8)]
