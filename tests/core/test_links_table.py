@@ -6,7 +6,7 @@ import pytest
 
 from meddevkg_core import schemas
 from meddevkg_core.links_table import evidence, links_frame
-from tests.core.test_rerank import bench_stage3_frames
+from tests.core.test_fold_models import bench_stage3_frames
 
 # The implementation before the column-wise rewrite, kept as an oracle; evidence (the per-row
 # specification, unchanged) gives the strings the column-wise links_frame must reproduce, for every
@@ -21,7 +21,7 @@ def _links_frame_before(decided: pl.DataFrame) -> pl.DataFrame:
 
 @pytest.fixture(scope="module")
 def decided() -> pl.DataFrame:
-    """A realistic small pool, decided (test_rerank's bench_stage3)."""
+    """A realistic small pool, decided (test_fold_models' bench_stage3)."""
     return bench_stage3_frames()[2]
 
 
