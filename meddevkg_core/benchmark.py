@@ -39,6 +39,7 @@ from meddevkg_core.device_activity import GRANTED_AFTER_LAST_DECISION, dormant
 from meddevkg_core.embeddings import embedding_matrix
 from meddevkg_core.evaluation import evaluate_links
 from meddevkg_core.fold_models import RerankerTrainingError
+from meddevkg_core.lineage import InputFile, inputs_json
 from meddevkg_core.pipeline import (
     LinkRun,
     Models,
@@ -49,6 +50,7 @@ from meddevkg_core.pipeline import (
     market_company_matches,
     notes,
     prepare,
+    run_inputs,
 )
 from meddevkg_core.plots import plot_rank_distribution, plot_recall_volume
 from meddevkg_core.ranking import pipeline_runs
@@ -228,8 +230,10 @@ def baseline_scorers(corpus: Corpus, prepared: PreparedCorpus, device_ids: list[
 
 
 def run_benchmark(corpus: Corpus, models: Models, config: PipelineConfig, out: str | Path,
-                  progress: Callable[[str], None] = print, ablations: bool = True) -> BenchmarkResult:
-    """Run, evaluate and write every output of the benchmark contract into `out`.
+                  progress: Callable[[str], None] = print, ablations: bool = True,
+                  config_file: InputFile | None = None) -> BenchmarkResult:
+    """Run, evaluate and write every output of the benchmark contract into `out`; the report records
+    the files read (`inputs`: the corpus's, and `config_file`, the file `config` was read from, if any).
 
     `ablations=False` leaves out the ablation reruns and the sensitivity rerun (most of the run time
     on the real benchmark): the report's `ablations` and `sensitivity` are then empty, every other
@@ -295,6 +299,7 @@ def run_benchmark(corpus: Corpus, models: Models, config: PipelineConfig, out: s
                        "rejected_rows": prepared.rejected.height, **_supplement_counts(corpus),
                        "dated_devices": dated_devices(corpus.devices),
                        "text_repairs": repair_counts(corpus.text_repairs)},
+            "inputs": inputs_json(run_inputs(corpus, models, config_file)),
             "protocol": _protocol(config, gold["fda_id"].n_unique()),
             "ranking": {name: {**r.metrics, **pairs_for_recall(r.curve)} for name, r in scorer_runs.items()},
             "link_set": {**_link_figures(evaluation), **hard_negative_fpr(main.links, gold),

@@ -31,6 +31,7 @@ from meddevkg_core.company_tables import (
     read_company_tables,
 )
 from meddevkg_core.errors import CorpusError
+from meddevkg_core.lineage import InputFile
 
 MatchKind = Literal["same", "acquired", "acquirer", "former_owner", "partner"]
 Method = Literal["alias", "exact", "fuzzy", "unknown"]
@@ -174,6 +175,8 @@ class CompanyResolver:
     alliances: tuple[Alliance, ...] = ()
     rejected: pl.DataFrame = field(default_factory=lambda: schemas.empty(schemas.REJECTED_RECORDS), repr=False)
     """Rows of the corpus's own company tables quarantined with their reason (`read_company_tables`)."""
+    inputs: Mapping[str, InputFile] = field(default_factory=dict, repr=False)
+    """The corpus's own company tables' files, by table, with their bytes' digest (lineage)."""
     canonical: frozenset[str] = field(init=False)
     _choices: tuple[str, ...] = field(init=False, repr=False)
     _reach: Mapping[str, tuple[Reach, ...]] = field(init=False, repr=False)
@@ -240,7 +243,7 @@ class CompanyResolver:
         except AliasClash as exc:  # the shipped tables alone have none
             raise CorpusError(f"{corpus_dir}: its company tables ({', '.join(extra.sources)}) cannot be used: {exc} "
                               "(an alias naming a known company, or a company named by another's alias)") from exc
-        return replace(resolver, former_owners=former_owners, rejected=extra.rejected)
+        return replace(resolver, former_owners=former_owners, rejected=extra.rejected, inputs=extra.inputs)
 
     @classmethod
     def from_frames(

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -17,11 +17,12 @@ from meddevkg_core.corpus import (
     COMPANY_TABLES,
     TableRead,
     find_table,
-    read_table,
+    read_fingerprinted_table,
     rejected_rows,
     validate_table,
 )
 from meddevkg_core.errors import CorpusError
+from meddevkg_core.lineage import InputFile
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ class CompanyTables:
     alliances: pl.DataFrame  # schemas.ALLIANCES
     rejected: pl.DataFrame  # schemas.REJECTED_RECORDS
     sources: tuple[str, ...] = ()  # the files they were read from
+    inputs: Mapping[str, InputFile] = field(default_factory=dict)  # those files' fingerprints, by table
 
 
 def read_company_tables(corpus_dir: Path | str) -> CompanyTables | None:
@@ -45,15 +47,17 @@ def read_company_tables(corpus_dir: Path | str) -> CompanyTables | None:
     paths = {table: find_table(root, table) for table in COMPANY_TABLES}
     if not any(paths.values()):
         return None
-    reads = {table: read_table(path, table) if path is not None else validate_table(pl.DataFrame(), table, "")
-             for table, path in paths.items()}
+    found = {table: read_fingerprinted_table(path, table) for table, path in paths.items() if path is not None}
+    reads = {table: found[table][0] if table in found else validate_table(pl.DataFrame(), table, "")
+             for table in paths}
     sources = {table: path.name for table, path in paths.items() if path is not None}
     reads["aliases"] = _naming_companies(reads["aliases"], "aliases", sources.get("aliases", ""), {})
     aliases = normalized_aliases(pl.concat([aliases_frame(), reads["aliases"].valid]))
     for table in ("acquisitions", "alliances"):
         reads[table] = _naming_companies(reads[table], table, sources.get(table, ""), aliases)
     return CompanyTables(reads["aliases"].valid, reads["acquisitions"].valid, reads["alliances"].valid,
-                         pl.concat([read.rejected for read in reads.values()]), tuple(sources.values()))
+                         pl.concat([read.rejected for read in reads.values()]), tuple(sources.values()),
+                         {table: fingerprint for table, (_, fingerprint) in found.items()})
 
 
 def normalized_aliases(aliases: pl.DataFrame) -> dict[str, str]:

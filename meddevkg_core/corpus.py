@@ -8,14 +8,16 @@ reason (never dropped silently) and the rest of the run goes on.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import polars as pl
 
 from meddevkg_core import schemas
 from meddevkg_core.errors import CorpusError
+from meddevkg_core.lineage import InputFile, read_fingerprinted
 from meddevkg_core.raw_files import read_raw
 from meddevkg_core.text_repair import repair_texts
 from meddevkg_core.unstorable_text import blank
@@ -67,6 +69,9 @@ class Corpus:
     text_repairs: pl.DataFrame = field(default_factory=lambda: schemas.empty(schemas.TEXT_REPAIRS))
     """The device texts whose lost "the"s were put back (text_repair); empty when the devices'
     texts showed no such damage."""
+    inputs: Mapping[str, InputFile] = field(default_factory=dict)
+    """The files read, by table (and `fda_pma`, the supplements' records: dossier.with_supplements),
+    with their bytes' digest (lineage): a run's report says which content it read, not only where."""
 
     @property
     def has_gold(self) -> bool:
@@ -223,6 +228,11 @@ def read_table(path: Path, table: str) -> TableRead:
     return validate_table(read_raw(path), table, source=str(path.name))
 
 
+def read_fingerprinted_table(path: Path, table: str) -> tuple[TableRead, InputFile]:
+    """`read_table`, and the fingerprint of the bytes it read (lineage), for a run's report."""
+    return read_fingerprinted(path, partial(read_table, table=table))
+
+
 def read_corpus(root: str | Path) -> Corpus:
     """Read and validate a corpus directory; devices and patents are required.
 
@@ -232,19 +242,20 @@ def read_corpus(root: str | Path) -> Corpus:
         raise CorpusError(f"corpus directory {root} does not exist")
     root = Path(root).resolve()
     reads: dict[str, TableRead] = {}
+    inputs: dict[str, InputFile] = {}
     for table in ("devices", "patents", "gold_links", "labeled_pairs"):
         path = required_table(root, table) if table in ("devices", "patents") else find_table(root, table)
         if path is None:
             reads[table] = TableRead(schemas.empty(_SCHEMAS[table]), schemas.empty(schemas.REJECTED_RECORDS))
         else:
-            reads[table] = read_table(path, table)
+            reads[table], inputs[table] = read_fingerprinted_table(path, table)
     devices, repairs = repair_texts(reads["devices"].valid)
     patents = reads["patents"].valid
     gold = _known_pairs(reads["gold_links"].valid, devices, patents, "gold_links")
     labeled = _known_pairs(reads["labeled_pairs"].valid, devices, patents, "labeled_pairs")
     rejected = [r.rejected for r in reads.values()] + [gold.rejected, labeled.rejected]
     return Corpus(devices=devices, patents=patents, gold_links=gold.valid, labeled_pairs=labeled.valid,
-                  rejected=pl.concat(rejected), root=root, text_repairs=repairs)
+                  rejected=pl.concat(rejected), root=root, text_repairs=repairs, inputs=inputs)
 
 
 def _known_pairs(pairs: pl.DataFrame, devices: pl.DataFrame, patents: pl.DataFrame, table: str) -> TableRead:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import polars as pl
@@ -24,6 +25,7 @@ import polars as pl
 from meddevkg_core import schemas
 from meddevkg_core.corpus import Corpus, TableRead
 from meddevkg_core.errors import CorpusError, one_line
+from meddevkg_core.lineage import read_fingerprinted
 from meddevkg_core.raw_files import read_parquet, read_raw, reading, refuse_reserved
 from meddevkg_core.sources.pma_records import (
     PmaDevices,
@@ -142,11 +144,12 @@ def with_approval_dates(devices: pl.DataFrame, originals: pl.DataFrame) -> pl.Da
 
 def with_supplements(corpus: Corpus, fda_pma: str | Path | None, *, approval_dates: bool = False) -> Corpus:
     """The corpus with its devices' supplements from an FDA PMA records file (unchanged without one);
-    the devices' records that fail validation join the corpus's rejected rows. `approval_dates` also
-    fills missing decision dates from the same read (`with_approval_dates`)."""
+    the devices' records that fail validation join the corpus's rejected rows, the file's fingerprint
+    its inputs (`fda_pma`). `approval_dates` also fills missing decision dates from the same read
+    (`with_approval_dates`)."""
     if fda_pma is None:
         return corpus
-    read = load_pma_records(fda_pma, corpus.devices["fda_id"].to_list())
+    read, found = read_fingerprinted(fda_pma, partial(load_pma_records, fda_ids=corpus.devices["fda_id"].to_list()))
     devices = with_approval_dates(corpus.devices, read.originals) if approval_dates else corpus.devices
     return replace(corpus, devices=devices, supplements=read.supplements,
-                   rejected=pl.concat([corpus.rejected, read.rejected]))
+                   rejected=pl.concat([corpus.rejected, read.rejected]), inputs={**corpus.inputs, "fda_pma": found})

@@ -14,6 +14,7 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -37,6 +38,7 @@ from meddevkg_core.atomic_files import replaced_files
 from meddevkg_core.config import CrossEncoderConfig, RerankConfig
 from meddevkg_core.cross_encoder import PairScorer
 from meddevkg_core.embeddings import Encoder
+from meddevkg_core.lineage import inputs_json, read_fingerprinted
 from meddevkg_core.ontology import Ontology
 from meddevkg_core.rerank import xgb_classifier
 from meddevkg_core.text_pair_features import (
@@ -388,7 +390,8 @@ def main_pairs_cv(pairs_path: str, out: str, cross_encoder: str | None, device: 
                   folds: int = 5, seed: int = 42, repeats: int = 5, fda_pma: str | None = None,
                   embedding_model: str | None = None, models_dir: Path | None = None,
                   cross_encoder_backend: str = "sentence-transformers", embedding_backend: str | None = None) -> dict:
-    """Load the models, run the CV, write OUT/ and return the report (for the `meddevkg` CLI).
+    """Load the models, run the CV, write OUT/ and return the report (for the `meddevkg` CLI), whose
+    `inputs` are the fingerprints of the pair file and the FDA records read (lineage).
 
     `embedding_model` is an embeddings.load_embedding_model setting (None: the packaged MiniLM);
     split packaged models are assembled under `models_dir` (default packaged_models.default_models_dir())."""
@@ -399,7 +402,8 @@ def main_pairs_cv(pairs_path: str, out: str, cross_encoder: str | None, device: 
     from meddevkg_core.ontology import load_meddevonto
     from meddevkg_core.packaged_models import default_models_dir
 
-    read = load_pairs(pairs_path)
+    read, pairs_input = read_fingerprinted(pairs_path, load_pairs)
+    inputs = {"pairs": pairs_input}
     start = time.perf_counter()
     # `hashing` is the dry-run switch: it names the encoder whatever `embedding_model` says (the CLI fills
     # that from $MEDDEVKG_EMBEDDING_MODEL), as `embedding_model="hashing"` does
@@ -414,7 +418,8 @@ def main_pairs_cv(pairs_path: str, out: str, cross_encoder: str | None, device: 
     dossier_input: dict[str, Any] = {"fda_pma": None}
     if fda_pma is not None:
         devices = read.pairs.select("fda_id", pl.col("device_text").alias("text")).unique("fda_id", keep="first")
-        fda = load_supplements(fda_pma, devices["fda_id"].to_list())
+        fda, inputs["fda_pma"] = read_fingerprinted(fda_pma, partial(load_supplements,
+                                                                     fda_ids=devices["fda_id"].to_list()))
         supplements = fda.valid
         dossiers = device_dossiers(devices, supplements)
         dossier_input = {"fda_pma": str(fda_pma), "supplements": supplements.height,
@@ -430,7 +435,8 @@ def main_pairs_cv(pairs_path: str, out: str, cross_encoder: str | None, device: 
                                          "rows_quarantined": read.rejected.height,
                                          "quarantine_examples": read.rejected.head(5).to_dicts(),
                                          "text_repairs": repair_counts(read.text_repairs),
-                                         **dossier_input}}
+                                         **dossier_input},
+              "inputs": inputs_json(inputs)}
     report["timings_s"] = {"model_loading": round(loading, 3), **report["timings_s"]}
     final = PairCvResult(result.pair_scores, result.features, report)
     write_pairs_cv(final, out)

@@ -30,6 +30,7 @@ from meddevkg_core.embeddings import EmbeddingCache, Encoder, embed_documents, e
 from meddevkg_core.entity_match import EntityMatcher, doc_keys
 from meddevkg_core.evaluation import LinkEvaluation, evaluate_links
 from meddevkg_core.fold_models import FoldModels, apply_fold_models, fit_fold_models
+from meddevkg_core.lineage import InputFile, inputs_json
 from meddevkg_core.links_table import links_frame
 from meddevkg_core.llm_extraction import Domain, EntityExtractor
 from meddevkg_core.ontology import Ontology
@@ -206,11 +207,20 @@ class PipelineResult:
     config: PipelineConfig = field(default_factory=PipelineConfig)
     entity_extraction: dict[str, dict[str, str | int | float]] = field(default_factory=dict)
     """extraction_figures of the run: which extractor ran on each domain, and an LLM's model and counts."""
+    inputs: Mapping[str, InputFile] = field(default_factory=dict)
+    """run_inputs: the files the run read, with their bytes' digest."""
+
+
+def run_inputs(corpus: Corpus, models: Models, config_file: InputFile | None) -> dict[str, InputFile]:
+    """The files a run read, by name, with their bytes' digest (lineage): the corpus tables and FDA
+    records (Corpus.inputs), the corpus's company tables (the resolver's) and the `--config` file."""
+    return {**corpus.inputs, **models.resolver.inputs, **({"config": config_file} if config_file else {})}
 
 
 def run_pipeline(corpus: Corpus, models: Models, config: PipelineConfig | None = None,
-                 progress: Callable[[str], None] = print) -> PipelineResult:
-    """Stages 1-3 over a corpus, with the reranker trained and evaluated out-of-fold on its gold."""
+                 progress: Callable[[str], None] = print, config_file: InputFile | None = None) -> PipelineResult:
+    """Stages 1-3 over a corpus, with the reranker trained and evaluated out-of-fold on its gold.
+    `config_file`: the file `config` was read from, if any, recorded with the run's inputs."""
     config = config or PipelineConfig()
     timer = Timer(progress)
     prepared = prepare(corpus, models, timer)
@@ -220,7 +230,8 @@ def run_pipeline(corpus: Corpus, models: Models, config: PipelineConfig | None =
     return PipelineResult(run.candidates, run.links, run.cross_encoder_scores, run.models, evaluation,
                           prepared.rejected, prepared.device_mentions, prepared.patent_mentions,
                           prepared.company_matches, timer.seconds, notes(models),
-                          corpus.text_repairs, config, extraction_figures(models))
+                          corpus.text_repairs, config, extraction_figures(models),
+                          run_inputs(corpus, models, config_file))
 
 
 def extraction_figures(models: Models) -> dict[str, dict[str, str | int | float]]:
@@ -238,7 +249,8 @@ def write_result(result: PipelineResult, out: str | Path, corpus_root: Path | No
     (atomic_files.replaced_files: a failed write leaves the previous run's files and no temporary one).
 
     `corpus_root` (read_corpus makes it absolute) is recorded in summary.json, so the applications
-    find the run's devices and patents from any directory (app_store.corpus_of)."""
+    find the run's devices and patents from any directory (app_store.corpus_of); so are the files the
+    run read, with their bytes' digest (`inputs`)."""
     out = Path(out)
     tables = {"candidates": result.candidates, "links": result.links,
               "cross_encoder_scores": result.cross_encoder_scores, "rejected_records": result.rejected,
@@ -254,6 +266,7 @@ def write_result(result: PipelineResult, out: str | Path, corpus_root: Path | No
                "config": json.loads(result.config.model_dump_json())}
     if corpus_root is not None:
         summary["corpus"] = {"path": str(corpus_root)}
+    summary["inputs"] = inputs_json(result.inputs)
     with replaced_files(out) as stage:
         for name, df in tables.items():
             df.write_parquet(stage / f"{name}.parquet")

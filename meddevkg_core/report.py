@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from meddevkg_core.lineage import inputs_line
+
 PAPER = {
     "ranking": "SBERT R@10/50/100/500 = 8.2/16.8/24.0/39.3, MRR 12.8; company-only 6.5/14.5/24.3/47.0, MRR 11.4 "
                "(50K-patent subset with gold placed first, macro R@K, not grouped; METHOD.md §5.3)",
@@ -144,6 +146,7 @@ def render_markdown(report: dict) -> str:
         "## Run",
         "Timings (s): " + ", ".join(f"{k} {v}" for k, v in report["timings_s"].items()) + ".",
         "Versions: " + ", ".join(f"{k} {v}" for k, v in report["versions"].items()) + ".",
+        inputs_line(report.get("inputs") or {}),
         *(f"Note: {n}" for n in report["notes"]),
     ]
     return "\n\n".join(parts) + "\n"

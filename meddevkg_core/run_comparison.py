@@ -8,15 +8,24 @@ signed-rank test asks whether the per-device differences lean one way, as IR eva
 two systems query by query (ranx's `compare`, for one). On 2026-11-25 a change that raised MRR and
 lowered FPR on all five seeds had p 0.23 over the devices' reciprocal ranks (docs/EXPERIMENTS.md,
 2026-11-25).
+
+The runs compared must have read the same data: a device that moves between runs on different
+corpora or FDA records moved for that, not for the variant. Each benchmark's report.json records
+the files it read (lineage.py); `check_inputs` names the tables whose bytes differ.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import polars as pl
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 from scipy.stats import wilcoxon
+
+from meddevkg_core.errors import InputError, one_line
+from meddevkg_core.lineage import InputFile
 
 RANKINGS = pl.Schema({"fda_id": pl.String, "pat_id": pl.String, "rank": pl.Int32})
 """What a comparison reads of a benchmark's rankings.parquet (each device's top patents)."""
@@ -44,8 +53,18 @@ class MetricComparison(BaseModel, frozen=True):
     """Wilcoxon signed-rank, two-sided, devices with no change left out; 1.0 when none changed."""
 
 
+class InputCheck(BaseModel, frozen=True):
+    """Whether the compared runs read the same data (`check_inputs`)."""
+
+    differing: dict[str, str]
+    """Each input whose bytes are not the same for every run, by name, with how it differs."""
+    unknown: list[str]
+    """The runs whose report records no inputs (written before they were recorded): not checked."""
+
+
 class RunComparison(BaseModel, frozen=True):
-    """What `meddevkg compare-runs` prints as JSON: the sizes, each side's micro R@10, the tested metrics."""
+    """What `meddevkg compare-runs` prints as JSON: the sizes, each side's micro R@10, the tested metrics,
+    and whether the runs read the same data (None when it was not checked)."""
 
     devices: int
     runs_a: int
@@ -53,6 +72,7 @@ class RunComparison(BaseModel, frozen=True):
     micro_recall_10_a: float
     micro_recall_10_b: float
     metrics: list[MetricComparison]
+    inputs: InputCheck | None = None
 
 
 class RankingsError(ValueError):
@@ -134,3 +154,67 @@ def format_comparison(comparison: RunComparison, paired: pl.DataFrame, top: int 
         lines += [f"  {r['fda_id']}  {r['gold']:>3}  {r['rr_a']:.3f} -> {r['rr_b']:.3f}"
                   for r in moved.head(top).iter_rows(named=True)]
     return "\n".join(lines)
+
+
+IGNORED_INPUTS = frozenset({"config"})
+"""The inputs runs compared may differ in: the configuration is what a variant changes (a seed, a
+setting), and report.json records it whole."""
+_INPUTS = TypeAdapter(dict[str, InputFile])
+
+
+def recorded_inputs(out_dir: str | Path) -> dict[str, InputFile] | None:
+    """The inputs a benchmark directory's report.json records (lineage.inputs_json); None without a
+    report.json (a directory of rankings only) or from a report written before inputs were recorded.
+    A report that is not JSON, or whose inputs are not files by name, is an InputError naming it."""
+    report = Path(out_dir) / "report.json"
+    if not report.is_file():
+        return None
+    try:
+        body = json.loads(report.read_text(encoding="utf-8"))
+        if not isinstance(body, dict):
+            raise ValueError(f"not a JSON object: {json.dumps(body)[:80]}")
+        return _INPUTS.validate_python(body["inputs"]) if "inputs" in body else None
+    except (ValueError, RecursionError) as exc:  # JSON, UTF-8 and pydantic's errors are ValueErrors
+        raise InputError(f"{report}: not a benchmark report's inputs ({one_line(exc)})") from None
+
+
+def _digests(runs: Mapping[str, Mapping[str, InputFile] | None]) -> list[dict[str, str]]:
+    return [{name: found.sha256 for name, found in inputs.items() if name not in IGNORED_INPUTS}
+            for inputs in runs.values() if inputs is not None]
+
+
+def check_inputs(runs_a: Mapping[str, Mapping[str, InputFile] | None],
+                 runs_b: Mapping[str, Mapping[str, InputFile] | None],
+                 corpus: Mapping[str, InputFile] | None = None) -> InputCheck:
+    """Which inputs (IGNORED_INPUTS aside) the runs of each side, by directory (`recorded_inputs`; None:
+    not recorded), did not all read with the same bytes, wherever the file was; and which of
+    `corpus`'s tables, the ones the comparison itself read (its gold), the runs read other bytes of."""
+    sides = {"a": _digests(runs_a), "b": _digests(runs_b)}
+    known = [*sides["a"], *sides["b"]]
+    differing: dict[str, str] = {}
+    for name in dict.fromkeys(name for run in known for name in run):
+        read = {side: {run.get(name) for run in runs} for side, runs in sides.items() if runs}
+        if within := next((side for side, digests in read.items() if len(digests) > 1), None):
+            differing[name] = f"side {within}'s runs differ"
+        elif len(read) == 2 and read["a"] != read["b"]:
+            only = [side for side, digests in read.items() if digests != {None}]
+            differing[name] = f"read by side {only[0]} only" if len(only) == 1 else "side a's and side b's differ"
+    expected = _digests({"--corpus": corpus})[0] if corpus is not None else {}
+    for name, digest in expected.items():
+        if name not in differing and any(run.get(name) != digest for run in known):
+            differing[name] = "the runs' and --corpus's differ"
+    unknown = [run for runs in (runs_a, runs_b) for run, inputs in runs.items() if inputs is None]
+    return InputCheck(differing=differing, unknown=unknown)
+
+
+def input_check_lines(check: InputCheck) -> list[str]:
+    """The check as the lines that open a comparison's report: the inputs that differ, then the runs
+    that recorded none; no line when every run recorded the same."""
+    lines = []
+    if check.differing:
+        lines.append("the runs read different inputs: "
+                     + ", ".join(f"{name} ({how})" for name, how in check.differing.items()))
+    if check.unknown:
+        lines.append(f"note: inputs unknown for {len(check.unknown)} run(s), written before report.json recorded "
+                     f"them ({', '.join(check.unknown)}): not checked to have read the same data")
+    return lines

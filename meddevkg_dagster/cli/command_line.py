@@ -156,6 +156,9 @@ def main(argv: list[str] | None = None) -> int:
     cmp.add_argument("--a", nargs="+", required=True, help="benchmark output directories of side a (one per seed)")
     cmp.add_argument("--b", nargs="+", required=True, help="benchmark output directories of side b")
     cmp.add_argument("--out", help="also write the per-device frame to this Parquet file")
+    cmp.add_argument("--allow-different-inputs", action="store_true",
+                     help="compare runs whose report.json records other bytes of an input (a corpus table, the FDA "
+                          "records) than another run's or --corpus's, with a warning: refused without it")
     cmp.set_defaults(func=compare_runs_command)
     pcv = sub.add_parser("pairs-cv",
                          help="device-grouped cross-validation of pair classifiers on a labelled pair file")

@@ -37,7 +37,7 @@ def run_command(args: argparse.Namespace) -> int:
 
     checked_model_choices(args)
     extraction = extractor_settings(args)  # an LLM without its endpoint is refused before the corpus is read
-    config = pipeline_config(args)  # a bad --config is refused before the corpus is read
+    config, config_file = pipeline_config(args)  # a bad --config is refused before the corpus is read
     corpus = with_supplements(read_corpus(args.corpus), args.fda_pma)
     print(f"corpus {args.corpus}: {corpus.devices.height} devices, {corpus.patents.height} patents, "
           f"{corpus.gold_links.height} gold pairs, {corpus.rejected.height} rejected rows")
@@ -45,7 +45,7 @@ def run_command(args: argparse.Namespace) -> int:
     with claimed_directory(args.out):  # checked before the pipeline, and no other run writes there till the end
         models = models_from_options(args, config, extraction)
         with exit_on_untrainable_gold(args.corpus), exit_on_llm_failure(models):
-            result = run_pipeline(corpus, models, config)
+            result = run_pipeline(corpus, models, config, config_file=config_file)
         out = write_result(result, args.out, corpus.root)
     if extraction.llm is not None:  # spaCy's run prints what it always did
         print(f"entity extraction: {entities_line(result.entity_extraction)}")
@@ -68,14 +68,16 @@ def benchmark_command(args: argparse.Namespace) -> int:
         raise SystemExit("--fda-approval-dates reads the approvals from --fda-pma: give both")
     checked_model_choices(args)
     extraction = extractor_settings(args)  # an LLM without its endpoint is refused before any file is read
-    config = pipeline_config(args)  # a bad --config is refused before the corpus and FDA records are read
+    # a bad --config is refused before the corpus and FDA records are read
+    config, config_file = pipeline_config(args)
     # one read of the FDA records: the supplements, and with --fda-approval-dates the approvals too
     corpus = with_supplements(read_corpus(args.corpus), args.fda_pma, approval_dates=args.fda_approval_dates)
     require_trainable_gold(corpus, args.corpus)
     with claimed_directory(args.out):  # checked before the models are loaded, held till the outputs are written
         models = models_from_options(args, config, extraction)
         with exit_on_untrainable_gold(args.corpus), exit_on_llm_failure(models):
-            result = run_benchmark(corpus, models, config, args.out, ablations=not args.no_ablations)
+            result = run_benchmark(corpus, models, config, args.out, ablations=not args.no_ablations,
+                                   config_file=config_file)
     print((Path(args.out) / "report.md").read_text())
     print(f"wrote {args.out}: candidates.parquet, links.parquet, rankings.parquet, rejected_records.parquet, "
           "report.json, report.md, plots/")
@@ -85,14 +87,28 @@ def benchmark_command(args: argparse.Namespace) -> int:
 def compare_runs_command(args: argparse.Namespace) -> int:
     from meddevkg_core.corpus import read_corpus
     from meddevkg_core.raw_files import read_parquet, reading
-    from meddevkg_core.run_comparison import RankingsError, compare_runs, format_comparison
+    from meddevkg_core.run_comparison import (
+        RankingsError,
+        check_inputs,
+        compare_runs,
+        format_comparison,
+        input_check_lines,
+        recorded_inputs,
+    )
 
     corpus = read_corpus(args.corpus)
     if not corpus.has_gold:
         raise SystemExit(f"{args.corpus} has no gold_links: a comparison needs gold to evaluate against")
+    for out in (*args.a, *args.b):
+        finish_interrupted_commit(out)  # a benchmark killed while moving its outputs in: its rankings and report
+    inputs = check_inputs({d: recorded_inputs(d) for d in args.a}, {d: recorded_inputs(d) for d in args.b},
+                          corpus.inputs)
+    lines = input_check_lines(inputs)
+    if inputs.differing and not args.allow_different_inputs:
+        raise SystemExit(f"cannot compare: {lines[0]}; a device-by-device comparison of runs on different data is "
+                         "not one of variants (--allow-different-inputs compares them anyway)")
 
     def rankings(out: str) -> pl.DataFrame:
-        finish_interrupted_commit(out)  # a benchmark killed while moving its outputs in: its rankings
         path = Path(out) / "rankings.parquet"
         if not path.is_file():
             raise SystemExit(f"{path} not found: pass directories written by `meddevkg benchmark`")
@@ -104,7 +120,10 @@ def compare_runs_command(args: argparse.Namespace) -> int:
                                           corpus.gold_links)
     except RankingsError as err:
         raise SystemExit(f"cannot compare: {err}") from err
-    print(format_comparison(comparison, paired))
+    comparison = comparison.model_copy(update={"inputs": inputs})
+    if inputs.differing:  # compared all the same (--allow-different-inputs): said first
+        lines[0] = f"WARNING: {lines[0]}"
+    print("\n".join([*lines, format_comparison(comparison, paired)]))
     print(comparison.model_dump_json())
     if args.out:
         with replaced_file(args.out) as tmp:

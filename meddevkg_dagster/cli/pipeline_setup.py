@@ -20,6 +20,7 @@ from meddevkg_core.home import home_dir
 if TYPE_CHECKING:
     from meddevkg_core.config import CrossEncoderConfig, PipelineConfig
     from meddevkg_core.corpus import Corpus
+    from meddevkg_core.lineage import InputFile
     from meddevkg_core.llm_extraction import EntityExtractor, ExtractorSettings
     from meddevkg_core.pipeline import Models
 
@@ -144,15 +145,19 @@ def exit_on_llm_failure(models: Models | None, extractors: Iterable[EntityExtrac
             extractor.close()
 
 
-def pipeline_config(args: argparse.Namespace) -> PipelineConfig:
+def pipeline_config(args: argparse.Namespace) -> tuple[PipelineConfig, InputFile | None]:
     """The method's settings: `--config FILE`, else $MEDDEVKG_PIPELINE_CONFIG (JSON, as Dagster reads
-    it), else the defaults; the cross-encoder options, when given, choose its model and backend."""
+    it), else the defaults; the cross-encoder options, when given, choose its model and backend. With the
+    fingerprint of the file read, for the run's report (None without `--config`)."""
     from meddevkg_core.config import parse_pipeline_config
+    from meddevkg_core.lineage import read_fingerprinted
 
     source, text = "MEDDEVKG_PIPELINE_CONFIG", os.environ.get("MEDDEVKG_PIPELINE_CONFIG", "")
+    config_file = None
     try:
         if args.config:
-            source, text = args.config, Path(args.config).read_text(encoding="utf-8")
+            text, config_file = read_fingerprinted(args.config, lambda path: path.read_text(encoding="utf-8"))
+            source = args.config
         config = parse_pipeline_config(text, source)
     except (OSError, UnicodeDecodeError) as exc:
         raise SystemExit(f"--config {args.config}: cannot be read ({exc})") from exc
@@ -161,7 +166,7 @@ def pipeline_config(args: argparse.Namespace) -> PipelineConfig:
     chosen = {"model": args.cross_encoder, "backend": args.cross_encoder_backend}
     if chosen := {k: v for k, v in chosen.items() if v}:
         config = config.model_copy(update={"cross_encoder": config.cross_encoder.model_copy(update=chosen)})
-    return config
+    return config, config_file
 
 
 CROSS_ENCODER_BACKENDS = ("sentence-transformers", "flagembedding")

@@ -15,6 +15,7 @@ from meddevkg_core.corpus import read_corpus
 from meddevkg_core.demo import demo_corpus_dir
 from meddevkg_core.embeddings import HashingEncoder
 from meddevkg_core.entities import load_spacy_pipeline
+from meddevkg_core.lineage import fingerprint, inputs_json
 from meddevkg_core.llm_extraction import spacy_extractors
 from meddevkg_core.ontology import load_meddevonto
 from meddevkg_core.pipeline import Models
@@ -32,7 +33,10 @@ def models():
 @pytest.fixture(scope="module")
 def demo_run(models, tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
-    return run_benchmark(read_corpus(demo_corpus_dir()), models, CONFIG, out, progress=lambda _: None), out
+    config_file = tmp_path_factory.mktemp("config") / "config.json"  # as `--config` gives it
+    config_file.write_text(CONFIG.model_dump_json())
+    return run_benchmark(read_corpus(demo_corpus_dir()), models, CONFIG, out, progress=lambda _: None,
+                         config_file=fingerprint(config_file)), out
 
 
 def test_writes_every_file_of_the_contract(demo_run):
@@ -68,6 +72,18 @@ def test_writes_every_file_of_the_contract(demo_run):
     assert "| company_ownership_only |" in (out / "report.md").read_text()
     assert (out / "plots" / "recall_volume.png").read_bytes()[:4] == b"\x89PNG"
     assert report["corpus"]["path"] == str(demo_corpus_dir().resolve())  # absolute: found from any directory
+
+
+def test_the_report_records_the_bytes_of_every_file_the_run_read(demo_run):
+    _, out = demo_run
+    report = json.loads((out / "report.json").read_text())
+    demo = demo_corpus_dir().resolve()
+    read = {"devices": "devices.jsonl", "patents": "patents.csv", "gold_links": "gold_links.csv",
+            "labeled_pairs": "labeled_pairs.csv", "acquisitions": "acquisitions.csv"}  # the company table too
+    assert report["inputs"] == inputs_json({name: fingerprint(demo / file) for name, file in read.items()}
+                                           | {"config": fingerprint(report["inputs"]["config"]["path"])})
+    devices = report["inputs"]["devices"]["sha256"]
+    assert f"Inputs (SHA-256): devices `{devices[:12]}`, patents `" in (out / "report.md").read_text()
 
 
 def test_a_run_that_fails_at_the_end_leaves_the_previous_outputs_plots_included(models, tmp_path, monkeypatch):

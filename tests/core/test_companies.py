@@ -18,6 +18,7 @@ from meddevkg_core.company_names import normalize_company, split_assignees
 from meddevkg_core.company_resolver import CompanyMatch, CompanyResolver, company_relation
 from meddevkg_core.company_tables import acquisitions_frame, aliases_frame, alliances_frame
 from meddevkg_core.errors import CorpusError
+from meddevkg_core.lineage import fingerprint
 
 
 @pytest.fixture(scope="module")
@@ -498,6 +499,8 @@ def test_for_corpus_adds_the_corpus_deals(tmp_path) -> None:
     )
     (tmp_path / "aliases.csv").write_text("alias,canonical,source\nPulsewave Med,PULSEWAVE MEDICAL,demo\n")
     r = CompanyResolver.for_corpus(tmp_path)
+    assert r.inputs == {"aliases": fingerprint(tmp_path / "aliases.csv"),  # the files read, for the run's report
+                        "acquisitions": fingerprint(tmp_path / "acquisitions.csv")}
     assert r.company_relation("Meridian Cardiac, Inc.", date(2018, 1, 1), "Pulsewave Med") == CompanyMatch(
         "acquired", "MERIDIAN CARDIAC <- PULSEWAVE MEDICAL (2017-03-31)"
     )

@@ -6,6 +6,7 @@ import pytest
 from meddevkg_core import schemas
 from meddevkg_core.corpus import read_corpus, write_corpus
 from meddevkg_core.errors import CorpusError
+from meddevkg_core.lineage import fingerprint
 
 
 def _write_jsonl(path, rows):
@@ -64,6 +65,21 @@ def test_a_corpus_read_by_a_relative_path_knows_its_absolute_root(tmp_path, monk
     assert read_corpus("c").root == corpus.resolve()  # runs record it; their readers may start elsewhere
     with pytest.raises(CorpusError, match="corpus directory nowhere does not exist"):
         read_corpus("nowhere")
+
+
+def test_a_corpus_records_the_file_of_each_table_it_read_by_name(tmp_path, monkeypatch):
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    (corpus / "devices.csv").write_text("fda_id,text\nP1,stent\n")
+    _write_jsonl(corpus / "patents.jsonl", [{"pat_id": "1", "text": "stent"}])
+    (corpus / "labeled_pairs.csv").write_text("fda_id,pat_id,label\nP1,1,1\n")
+    (corpus / "notes.csv").write_text("not,a,table\n")
+    monkeypatch.chdir(tmp_path)
+    read = read_corpus("c")  # no gold_links: none recorded
+    assert read.inputs == {"devices": fingerprint(corpus / "devices.csv"),
+                           "patents": fingerprint(corpus / "patents.jsonl"),
+                           "labeled_pairs": fingerprint(corpus / "labeled_pairs.csv")}
+    assert read.inputs["devices"].path == str(corpus.resolve() / "devices.csv")
 
 
 def test_missing_required_table_is_a_clear_error(tmp_path):

@@ -16,6 +16,7 @@ from meddevkg_core.config import PipelineConfig
 from meddevkg_core.corpus import Corpus
 from meddevkg_core.dossier import device_dossiers, load_supplements, read_supplements, supplements_of, with_supplements
 from meddevkg_core.errors import CorpusError
+from meddevkg_core.lineage import fingerprint
 from meddevkg_core.ontology import load_meddevonto
 from meddevkg_core.pipeline import stage2_inputs
 from meddevkg_core.sources.pma_records import canonical_pma
@@ -253,7 +254,9 @@ def test_without_records_the_corpus_has_no_supplements(tmp_path: Path):
     assert with_supplements(corpus, None) is corpus and corpus.supplements is None
     path = tmp_path / "pma.parquet"
     _fdadata([("P100001/S001", "2012-01-01", "STENT", "CHANGE IN THE STERILIZATION PROCESS.")]).write_parquet(path)
-    assert with_supplements(corpus, path).supplements["fda_id"].to_list() == ["P100001"]
+    read = with_supplements(corpus, path)
+    assert read.supplements["fda_id"].to_list() == ["P100001"]
+    assert read.inputs == {"fda_pma": fingerprint(path)} and corpus.inputs == {}  # the records' file, recorded
 
 
 PATENTS = pl.DataFrame({"pat_id": ["1", "2", "3"],

@@ -15,6 +15,7 @@ from sklearn.metrics import average_precision_score, f1_score, roc_auc_score
 
 from meddevkg_core import pair_cv, text_pair_features, text_pairs
 from meddevkg_core.embeddings import HashingEncoder
+from meddevkg_core.lineage import fingerprint, inputs_json
 
 TOPICS = {
     "P001": ("Coronary stent system. Balloon-expandable drug-eluting coronary stent for de novo lesions.",
@@ -271,3 +272,6 @@ def test_main_pairs_cv_reads_supplements_from_fda_records(tmp_path: Path, pairs:
                                    fda_pma=str(fda), embedding_model=str(tmp_path / "no-such-model"))
     assert report["input"]["fda_pma"] == str(fda) and report["input"]["devices_with_supplements"] == 1
     assert "learned_no_dossier" in report["scorers"]
+    # the bytes read, as `run` and `benchmark` record theirs
+    assert report["inputs"] == inputs_json({"pairs": fingerprint(src), "fda_pma": fingerprint(fda)})
+    assert json.loads((tmp_path / "out" / "report.json").read_text())["inputs"] == report["inputs"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -13,6 +14,7 @@ from meddevkg_core.company_resolver import CompanyResolver
 from meddevkg_core.corpus import read_corpus
 from meddevkg_core.embeddings import HashingEncoder
 from meddevkg_core.entities import ExtractionResult, extract_mentions, load_spacy_pipeline
+from meddevkg_core.lineage import fingerprint
 from meddevkg_core.llm_extraction import spacy_extractors
 from meddevkg_core.ontology import load_meddevonto
 from meddevkg_core.pipeline import Models, PipelineResult, Timer, documents, prepare, write_result
@@ -54,6 +56,17 @@ def test_a_write_that_fails_midway_leaves_the_previous_run_and_no_temporary_file
     assert pl.read_parquet(out / "links.parquet")["pat_id"].to_list() == ["US2"]
     assert (out / "notes.txt").read_text() == "the user's own file"
     assert sorted(p.name for p in out.iterdir()) == sorted(before)
+
+
+def test_the_summary_records_the_runs_corpus_and_the_bytes_of_its_input_files(tmp_path):
+    (tmp_path / "devices.csv").write_text("fda_id,text\nP1,stent\n")
+    devices = fingerprint(tmp_path / "devices.csv")
+    result = _result(1)
+    result.inputs = {"devices": devices}
+    write_result(result, tmp_path / "run", tmp_path)
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["corpus"] == {"path": str(tmp_path)}
+    assert summary["inputs"] == {"devices": {"path": devices.path, "size": 21, "sha256": devices.sha256}}
 
 
 class _Recording:

@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+import json
+
 import polars as pl
 import pytest
 
-from meddevkg_core.run_comparison import RankingsError, compare_runs, device_metrics, format_comparison
+from meddevkg_core.errors import InputError
+from meddevkg_core.lineage import InputFile
+from meddevkg_core.run_comparison import (
+    InputCheck,
+    RankingsError,
+    check_inputs,
+    compare_runs,
+    device_metrics,
+    format_comparison,
+    input_check_lines,
+    recorded_inputs,
+)
 
 GOLD = pl.DataFrame({"fda_id": ["D1", "D1", "D2"], "pat_id": ["a", "b", "c"]})
 
@@ -74,3 +87,54 @@ def test_a_comparison_without_gold_devices_is_refused_by_name():
     at_1 = _ranked_at(_gold_devices(2), {})
     with pytest.raises(RankingsError, match="no gold links"):
         compare_runs([at_1], [at_1], GOLD.clear())
+
+
+def _file(path: str, digest: str) -> InputFile:
+    return InputFile(path=path, size=10, sha256=digest * 64)
+
+
+BASE = {"devices": _file("/c/devices.parquet", "a"), "patents": _file("/c/patents.parquet", "b"),
+        "gold_links": _file("/c/gold_links.parquet", "c"), "config": _file("/tmp/seed_42.json", "d")}
+
+
+def test_runs_on_the_same_bytes_read_the_same_inputs_whatever_their_paths_and_configs():
+    copied = {name: f.model_copy(update={"path": "/copy" + f.path}) for name, f in BASE.items()}
+    seed_7 = BASE | {"config": _file("/tmp/seed_7.json", "e")}  # the config is what a variant changes
+    check = check_inputs({"a42": BASE, "a7": seed_7}, {"b42": copied}, corpus=BASE)
+    assert check == InputCheck(differing={}, unknown=[]) and input_check_lines(check) == []
+
+
+def test_the_tables_that_differ_are_named_with_the_sides_that_read_them():
+    other_devices = BASE | {"devices": _file("/c/devices.parquet", "f")}
+    with_fda = BASE | {"fda_pma": _file("/fda/fdadata_pma.parquet", "9")}
+    check = check_inputs({"a": BASE}, {"b": other_devices | {"fda_pma": with_fda["fda_pma"]}},
+                         corpus={"gold_links": _file("/c/gold_links.parquet", "0")})
+    assert check.differing == {"devices": "side a's and side b's differ", "fda_pma": "read by side b only",
+                               "gold_links": "the runs' and --corpus's differ"}
+    assert input_check_lines(check) == [
+        "the runs read different inputs: devices (side a's and side b's differ), fda_pma (read by side b only), "
+        "gold_links (the runs' and --corpus's differ)"]
+    within = check_inputs({"a1": BASE, "a2": other_devices}, {"b": BASE})
+    assert within.differing == {"devices": "side a's runs differ"}
+
+
+def test_runs_written_before_inputs_were_recorded_are_compared_with_a_note():
+    check = check_inputs({"/runs/a": None}, {"/runs/b": BASE, "/runs/b2": BASE | {"patents": _file("/p", "f")}})
+    assert check.unknown == ["/runs/a"] and check.differing == {"patents": "side b's runs differ"}
+    assert input_check_lines(check)[1] == ("note: inputs unknown for 1 run(s), written before report.json "
+                                           "recorded them (/runs/a): not checked to have read the same data")
+    assert input_check_lines(check_inputs({"a": None}, {"b": None})) == [
+        "note: inputs unknown for 2 run(s), written before report.json recorded them (a, b): not checked to "
+        "have read the same data"]
+
+
+def test_a_runs_inputs_are_read_from_its_report_and_an_unreadable_report_is_named(tmp_path):
+    assert recorded_inputs(tmp_path) is None  # no report.json: a directory with rankings only
+    (tmp_path / "report.json").write_text('{"corpus": {"path": "/c"}}')
+    assert recorded_inputs(tmp_path) is None  # written before inputs were recorded
+    (tmp_path / "report.json").write_text(json.dumps({"inputs": {k: v.model_dump() for k, v in BASE.items()}}))
+    assert recorded_inputs(tmp_path) == BASE
+    for broken in ("{truncated", '{"inputs": {"devices": {"path": "/c/devices.parquet"}}}', '{"inputs": []}'):
+        (tmp_path / "report.json").write_text(broken)
+        with pytest.raises(InputError, match=rf"^{tmp_path}/report.json: not a benchmark report's inputs \("):
+            recorded_inputs(tmp_path)

@@ -1,3 +1,4 @@
+import hashlib
 import json
 import os
 import re
@@ -119,8 +120,8 @@ def _benchmark_without_running(tmp_path, monkeypatch, devices: str, gold: str):
     calls = []
     monkeypatch.setattr(pipeline_setup, "load_models", lambda *args: None)
     monkeypatch.setattr(meddevkg_core.benchmark, "run_benchmark",
-                        lambda corpus, models, config, out, ablations=True: calls.append((corpus, ablations))
-                        or SimpleNamespace(report={"ranking": {}}))
+                        lambda corpus, models, config, out, ablations=True, config_file=None: calls.append(
+                            (corpus, ablations, config_file)) or SimpleNamespace(report={"ranking": {}}))
     out = tmp_path / "out"
     out.mkdir()
     (out / "report.md").write_text("# report")
@@ -132,7 +133,19 @@ def test_benchmark_no_ablations_reaches_the_run(tmp_path, monkeypatch):
                                              "fda_id,pat_id\nP1,1\nP2,1\n")
     for extra in ([], ["--no-ablations"]):
         main([*base, *extra])
-    assert [ablations for _, ablations in calls] == [True, False]
+    assert [ablations for _, ablations, _ in calls] == [True, False]
+
+
+def test_benchmark_hands_the_config_files_fingerprint_to_the_report(tmp_path, monkeypatch):
+    from meddevkg_core.lineage import fingerprint as file_fingerprint
+
+    base, calls = _benchmark_without_running(tmp_path, monkeypatch, "fda_id,text\nP1,stent\nP2,valve\n",
+                                             "fda_id,pat_id\nP1,1\nP2,1\n")
+    (tmp_path / "seed_7.json").write_text('{"rerank": {"seed": 7}}')
+    main(base)
+    main([*base, "--config", str(tmp_path / "seed_7.json")])
+    assert [config_file for _, _, config_file in calls] == [None, file_fingerprint(tmp_path / "seed_7.json")]
+    assert calls[0][0].inputs.keys() == {"devices", "patents", "gold_links"}  # the corpus's, read once
 
 
 def test_a_benchmark_into_an_out_another_run_holds_is_refused_at_its_start(tmp_path, monkeypatch, capsys, other_run):
@@ -170,7 +183,7 @@ def test_a_command_holds_its_out_from_its_start_to_its_end(tmp_path, monkeypatch
         except InputError as exc:
             seen.append(str(exc))
 
-    def ranking(corpus, models, config, out, ablations=True):
+    def ranking(corpus, models, config, out, ablations=True, config_file=None):
         starting = threading.Thread(target=another_run_starts)
         starting.start()
         starting.join()
@@ -203,7 +216,8 @@ def test_benchmark_fda_approval_dates_date_the_devices_from_the_fda_records(tmp_
     fda = _fda_records(tmp_path / "pma.parquet")
     main([*base, "--fda-pma", str(fda)])
     main([*base, "--fda-pma", str(fda), "--fda-approval-dates"])
-    undated, dated = (corpus.devices.sort("fda_id")["decision_date"].cast(pl.String).to_list() for corpus, _ in calls)
+    undated, dated = (corpus.devices.sort("fda_id")["decision_date"].cast(pl.String).to_list()
+                      for corpus, _, _ in calls)
     assert undated == [None, None] and dated == ["2014-05-28", None]  # the approval, not the supplement
     assert dated_devices(calls[1][0].devices) == 1
     with pytest.raises(SystemExit, match="--fda-approval-dates reads the approvals from --fda-pma"):
@@ -242,6 +256,58 @@ def test_compare_runs_reads_benchmark_directories_and_names_a_missing_or_damaged
                  "--b", str(tmp_path / "b")]) == 1
     assert capsys.readouterr().err.startswith(f"{damaged}: cannot be read: column 'fda_id', row group 0: the page "
                                               "header at byte ")
+
+
+def _runs_with_inputs(tmp_path: Path, changed: str | None) -> list[str]:
+    """A corpus in tmp_path and two benchmark directories a and b with their rankings and report.json's
+    inputs; b's `changed` table read other bytes than a's. Returns compare-runs' arguments."""
+    import polars as pl
+
+    from meddevkg_core.lineage import fingerprint as file_fingerprint
+
+    (tmp_path / "devices.csv").write_text("fda_id,text\nP1,stent\nP2,valve\n")
+    (tmp_path / "patents.csv").write_text("pat_id,text\n1,stent\n2,valve\n")
+    (tmp_path / "gold_links.csv").write_text("fda_id,pat_id\nP1,1\nP2,2\n")
+    inputs = {name: file_fingerprint(tmp_path / f"{name}.csv").model_dump()
+              for name in ("devices", "patents", "gold_links")}
+    for name, order in (("a", ["2", "1"]), ("b", ["1", "2"])):
+        (tmp_path / name).mkdir()
+        pl.DataFrame({"fda_id": ["P1", "P1", "P2", "P2"], "pat_id": order + ["2", "1"],
+                      "rank": [1, 2, 1, 2]}).write_parquet(tmp_path / name / "rankings.parquet")
+        config = {"path": f"/tmp/{name}.json", "size": 1, "sha256": name * 64}  # a variant's own settings
+        read = inputs | {changed: {**inputs[changed], "sha256": "0" * 64}} if name == "b" and changed else inputs
+        (tmp_path / name / "report.json").write_text(json.dumps({"inputs": read | {"config": config}}))
+    return ["compare-runs", "--corpus", str(tmp_path), "--a", str(tmp_path / "a"), "--b", str(tmp_path / "b")]
+
+
+def test_compare_runs_refuses_runs_that_read_different_inputs_unless_told_to_compare_them(tmp_path, capsys):
+    argv = _runs_with_inputs(tmp_path, "devices")
+    with pytest.raises(SystemExit) as refusal:
+        main(argv)
+    assert str(refusal.value) == (
+        "cannot compare: the runs read different inputs: devices (side a's and side b's differ); a device-by-device "
+        "comparison of runs on different data is not one of variants (--allow-different-inputs compares them anyway)")
+    assert main([*argv, "--allow-different-inputs"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == "WARNING: the runs read different inputs: devices (side a's and side b's differ)"
+    assert printed[1] == "2 gold devices; side a: 1 run(s), side b: 1"
+    assert json.loads(printed[-1])["inputs"] == {"differing": {"devices": "side a's and side b's differ"},
+                                                 "unknown": []}
+
+
+def test_compare_runs_on_the_same_inputs_says_nothing_of_them_and_old_runs_get_a_note(tmp_path, capsys):
+    argv = _runs_with_inputs(tmp_path, None)  # the configs differ: that is the variant
+    assert main(argv) == 0
+    assert capsys.readouterr().out.startswith("2 gold devices; side a: 1 run(s), side b: 1\n")
+    (tmp_path / "devices.csv").write_text("fda_id,text\nP1,stent\nP2,valve\nP3,pump\n")  # since the runs
+    with pytest.raises(SystemExit, match=r"inputs: devices \(the runs' and --corpus's differ\)"):
+        main(argv)
+    (tmp_path / "a" / "report.json").write_text('{"corpus": {"path": "/c"}}')  # written before inputs were
+    (tmp_path / "b" / "report.json").unlink()
+    assert main(argv) == 0
+    assert capsys.readouterr().out.startswith(
+        f"note: inputs unknown for 2 run(s), written before report.json recorded them ({tmp_path / 'a'}, "
+        f"{tmp_path / 'b'}): not checked to have read the same data\n2 gold devices")
 
 
 def test_compare_runs_reads_a_run_killed_while_moving_its_outputs_in_once_they_are_moved_in(tmp_path, capsys):
@@ -442,7 +508,8 @@ def test_the_pipeline_config_comes_from_a_file_or_the_environment_and_a_misplace
     seen = []
     monkeypatch.setattr(pipeline_setup, "load_models",
                         lambda corpus_dir, cross_encoder, *rest: seen.append(cross_encoder))
-    monkeypatch.setattr(meddevkg_core.benchmark, "run_benchmark", lambda corpus, models, config, out, ablations=True:
+    monkeypatch.setattr(meddevkg_core.benchmark, "run_benchmark",
+                        lambda corpus, models, config, out, ablations=True, config_file=None:
                         seen.append(config) or SimpleNamespace(report={"ranking": {}}))
     monkeypatch.setenv("MEDDEVKG_PIPELINE_CONFIG", '{"candidates": {"vector_mode": "absolute"}}')  # Dagster's too
     main(base)
@@ -505,10 +572,19 @@ def test_run_with_the_hashing_encoder_writes_its_tables_and_a_wrong_model_path_i
     with (corpus / "acquisitions.csv").open("a") as fh:
         fh.write("ZETA MEDICAL,,2016-01-01,memo\n")
     # `hashing` is documented for MEDDEVKG_EMBEDDING_MODEL; `run` took it for a model directory.
-    out = tmp_path / "out"
-    assert main(["run", "--corpus", str(corpus), "--out", str(out), "--embedding-model", "hashing"]) == 0
+    out, config = tmp_path / "out", tmp_path / "seed_7.json"
+    config.write_text('{"rerank": {"seed": 7}}')
+    assert main(["run", "--corpus", str(corpus), "--out", str(out), "--embedding-model", "hashing",
+                 "--config", str(config)]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["evaluation"]["n_links"] > 0 and summary["config"]["candidates"]["vector_mode"] == "device_quantile"
+    # every file the run read, with its bytes' digest: the corpus tables, its company table, the config
+    assert summary["inputs"].keys() == {"devices", "patents", "gold_links", "labeled_pairs", "acquisitions", "config"}
+    assert summary["inputs"]["acquisitions"] == {"path": str(corpus / "acquisitions.csv"),
+                                                 "size": (corpus / "acquisitions.csv").stat().st_size,
+                                                 "sha256": hashlib.sha256((corpus / "acquisitions.csv").read_bytes())
+                                                 .hexdigest()}
+    assert summary["inputs"]["config"]["path"] == str(config) and summary["config"]["rerank"]["seed"] == 7
     assert "companies: 1 row(s) of the corpus's company tables quarantined" in capsys.readouterr().out
     rejected = pl.read_parquet(out / "rejected_records.parquet").filter(pl.col("source") == "acquisitions.csv")
     assert rejected.select("record_key", "reason").rows() == [("acquisitions#1:ZETA MEDICAL", "missing acquired")]
