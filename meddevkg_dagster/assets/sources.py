@@ -1,10 +1,13 @@
 """Source assets: the corpus tables as the pipeline's entry points, with quarantine."""
 
+from collections.abc import Mapping
+
 import dagster as dg
 import polars as pl
 
 from meddevkg_core import schemas
 from meddevkg_core.dossier import supplements_of
+from meddevkg_core.lineage import InputFile, inputs_json
 from meddevkg_core.ontology import Ontology
 from meddevkg_core.patent_years import YEAR_KEY_SQL, grant_year_bounds, in_years, quarantine_year_keys, year_span
 from meddevkg_core.terminologies import load_ontology
@@ -50,6 +53,7 @@ def pma_documents(context: dg.AssetExecutionContext, corpus: CorpusResource, sou
     their supplements (openFDA returns them with the originals; for the corpus, MEDDEVKG_FDA_PMA)."""
     keys = partition_keys(context)
     source = sources.checked().device_source
+    inputs = None  # the corpus files' fingerprints; openFDA is no file
     with stopwatch() as t:
         if source == "openfda":
             if not keys:
@@ -76,11 +80,12 @@ def pma_documents(context: dg.AssetExecutionContext, corpus: CorpusResource, sou
             counts = {"devices_in_corpus": devices.height,  # texts whose lost "the"s were put back (text_repair)
                       "texts_repaired": repaired["devices"], "words_restored": repaired["words"]}
             fda = corpus.supplements(out["fda_id"].to_list())
-            supplements = schemas.empty(schemas.SUPPLEMENTS) if fda is None else fda.valid
+            inputs = input_files({"devices": loaded.inputs["devices"]} | ({"fda_pma": fda[1]} if fda else {}))
+            supplements = schemas.empty(schemas.SUPPLEMENTS) if fda is None else fda[0].valid
             # Corpus rows: see rejected_records; the MEDDEVKG_FDA_PMA records of these devices that failed are here.
-            quarantine = schemas.empty(schemas.REJECTED_RECORDS) if fda is None else fda.rejected
+            quarantine = schemas.empty(schemas.REJECTED_RECORDS) if fda is None else fda[0].rejected
     yield dg.Output(out, output_name="pma_documents", metadata=table_metadata(
-        out, source=source, seconds=t["seconds"], **counts))
+        out, source=source, seconds=t["seconds"], inputs=inputs, **counts))
     yield dg.Output(quarantine, output_name="pma_quarantine", metadata=table_metadata(quarantine, source=source))
     yield dg.Output(supplements, output_name="pma_supplements", metadata=table_metadata(
         supplements, source=source, devices_with_supplements=supplements["fda_id"].n_unique()))
@@ -105,6 +110,7 @@ def patents(context: dg.AssetExecutionContext, corpus: CorpusResource, sources: 
     """Patents from the corpus, PatentsView bulk files or the PatentSearch API (MEDDEVKG_PATENT_SOURCE)."""
     src = sources.checked()
     keys = partition_keys(context)
+    inputs = None  # the corpus file's fingerprint; the other sources read no file of the corpus
     with stopwatch() as t:
         if src.patent_source == "patentsview_bulk":
             from meddevkg_core.sources.patentsview_bulk import build_patent_table
@@ -116,9 +122,10 @@ def patents(context: dg.AssetExecutionContext, corpus: CorpusResource, sources: 
         elif src.patent_source == "patentsview_api":
             found, quarantine, stats = _patents_from_api(src, keys)
         else:
-            found = corpus.load().patents
+            loaded = corpus.load()
+            found = loaded.patents
             quarantine = schemas.empty(schemas.REJECTED_RECORDS)  # corpus rows: see rejected_records
-            stats = {}
+            stats, inputs = {}, input_files({"patents": loaded.inputs["patents"]})
     out = in_years(found, keys)
     quarantine = quarantine_year_keys(quarantine, found)
     elsewhere = quarantine.filter(~pl.col("patent_year").is_in(keys)) if keys else quarantine.clear()
@@ -130,9 +137,15 @@ def patents(context: dg.AssetExecutionContext, corpus: CorpusResource, sources: 
                      f"({found.height} read); {quarantine.height} quarantined")
     yield dg.Output(out, output_name="patents", metadata=table_metadata(
         out, **{**stats, "source": src.patent_source, "assignees": out["assignee"].n_unique(), "read": found.height,
-                "seconds": t["seconds"]}))
+                "seconds": t["seconds"]}, inputs=inputs))
     yield dg.Output(quarantine, output_name="patent_quarantine",
                     metadata=table_metadata(quarantine, source=src.patent_source))
+
+
+def input_files(inputs: Mapping[str, InputFile]) -> dg.JsonMetadataValue:
+    """The files a source asset read, by table, with their bytes' digest, as run reports record them
+    (lineage.inputs_json): which content a materialisation came from, not only the corpus path."""
+    return dg.MetadataValue.json(inputs_json(inputs))
 
 
 def _patents_from_api(src: SourcesResource, keys: list[str]) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
@@ -159,8 +172,11 @@ def _patents_from_api(src: SourcesResource, keys: list[str]) -> tuple[pl.DataFra
 @dg.asset(group_name=GROUP, pool=DUCKDB_POOL, kinds={"polars", "duckdb"})
 def gold_links(corpus: CorpusResource) -> dg.Output[pl.DataFrame]:
     """Expert-verified device-patent links where the corpus has them (evaluation and training)."""
-    out = corpus.load().gold_links
-    return dg.Output(out, metadata=table_metadata(out, gold_devices=out["fda_id"].n_unique()))
+    loaded = corpus.load()
+    out = loaded.gold_links
+    read = {"gold_links": loaded.inputs["gold_links"]} if "gold_links" in loaded.inputs else {}
+    return dg.Output(out, metadata=table_metadata(out, gold_devices=out["fda_id"].n_unique(),
+                                                  inputs=input_files(read) if read else None))
 
 
 @dg.asset(group_name=GROUP, pool=DUCKDB_POOL, kinds={"polars", "duckdb"})

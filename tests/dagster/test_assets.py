@@ -13,6 +13,7 @@ import polars as pl
 import pytest
 
 from meddevkg_core.corpus import read_corpus
+from meddevkg_core.lineage import fingerprint
 from meddevkg_dagster.definitions import defs
 from tests.dagster.conftest import ASSETS, FAST_RERANK
 
@@ -66,6 +67,9 @@ def test_full_graph_materialises_with_checks_and_metadata(harness):
         listed = [k for k in mats[asset] if k.startswith(prefix)]
         assert len(listed) > 1 and listed == sorted(listed), asset
     assert mats["reranker_model"]["text_adapter"].value is False
+    corpus = read_corpus(harness.corpus)  # each source asset names the bytes of the file it came from
+    for asset, table in (("pma_documents", "devices"), ("patents", "patents"), ("gold_links", "gold_links")):
+        assert mats[asset]["inputs"].value == {table: corpus.inputs[table].model_dump()}, asset
     assert mats["reranker_model"]["known_links"].value > 0 and mats["reranker_model"]["known_link_devices"].value > 0
     model = mats["reranker_model"]
     assert model["known_link_named_devices"].value == model["known_link_devices"].value
@@ -358,6 +362,7 @@ def test_fda_supplements_make_the_dossier_score_only_when_configured(harness, tm
     result = harness.materialize(partition_range=(keys[0], keys[-1]))
     assert result.success
     assert harness.table("pma_supplements").select("fda_id", "supplement_number").rows() == [(keys[0], "S001")]
+    assert _materialized(result)["pma_documents"]["inputs"].value["fda_pma"] == fingerprint(fda).model_dump()
     assert harness.table("pma_quarantine").select("record_key", "reason").rows() == [  # under its device
         (f"pma.parquet#3:{keys[0]}", "supplement S002: unparseable decision_date '2021-13-01' (want YYYY-MM-DD or "
                                      "YYYYMMDD)")]
