@@ -113,11 +113,32 @@ def _missing(path: Path) -> list[Path]:
 def _made_durable(path: Path) -> None:
     """Make directory `path` and any missing parent, and fsync the parent of each one made, deepest first:
     a new directory's entry is on disk before outputs are committed in it, or a power cut could take it
-    with them. A directory that was there costs nothing."""
-    made = _missing(path)
-    path.mkdir(parents=True, exist_ok=True)
+    with them. A directory that was there costs nothing. If a mkdir or an fsync fails, the directories
+    this call made are removed again (`_removed_if_empty`) and its error raised: a command that fails
+    leaves no empty `--out` behind; one another process made meanwhile is its, and stays."""
+    made: list[Path] = []  # deepest first
+    try:
+        for directory in reversed(_missing(path)):
+            with suppress(FileExistsError):  # made by another process since: not this call's
+                directory.mkdir()
+                made.insert(0, directory)
+        path.mkdir(exist_ok=True)  # a file in the way is refused, as it was there or came meanwhile
+        for directory in made:
+            _fsync(directory.parent)
+    except BaseException:
+        _removed_if_empty(made)
+        raise
+
+
+def _removed_if_empty(made: list[Path]) -> None:
+    """Remove the directories a writer `made` (deepest first), each only if empty, never a tree: at the
+    first one another process has written into meanwhile (or removed), it stops, and that one and its
+    parents stay. It never raises: the writer's own error is the one to name."""
     for directory in made:
-        _fsync(directory.parent)
+        try:
+            directory.rmdir()
+        except OSError:
+            break
 
 
 def check_writable_directory(path: str | Path) -> None:
@@ -150,8 +171,9 @@ def claimed_directory(path: str | Path) -> Iterator[Path]:
     takes the same lock), so a second run into the same directory is refused at its start, in one
     line, never an hour later and never by clearing the first's stage. A commit a killed run left is
     finished first. The directories it makes are fsynced into their parents before the block
-    (`_made_durable`), and removed again if the block leaves them empty: a command that fails leaves
-    no empty `--out` behind. A kill leaves them, and takes its lock along."""
+    (`_made_durable`, which removes them again if that fails), and removed again if the block leaves
+    them empty: a command that fails leaves no empty `--out` behind. A kill leaves them, and takes its
+    lock along."""
     path = Path(path)
     check_writable_directory(path)
     made = _missing(path)
@@ -167,11 +189,7 @@ def claimed_directory(path: str | Path) -> Iterator[Path]:
             finish_interrupted_commit(path)
             yield path
         finally:
-            for empty in made:  # locked still: no other run holds them
-                try:
-                    empty.rmdir()
-                except OSError:
-                    break
+            _removed_if_empty(made)  # locked still: no other run holds them
 
 
 @contextmanager

@@ -390,6 +390,62 @@ def test_a_claim_makes_a_missing_directory_and_removes_it_if_left_empty(tmp_path
     assert _files(tmp_path) == {"new/out/report.json": "{}"}
 
 
+WRITERS = {
+    "claimed_directory": lambda out: claimed_directory(out),
+    "replaced_file": lambda out: replaced_file(out / "report.json"),
+    "replaced_directory": lambda out: replaced_directory(out / "plots"),
+}
+"""Each writer that makes its directory (`out`) and any missing parent before its block."""
+
+
+def _refused(monkeypatch, call: str, error: int, meanwhile=lambda: None) -> None:
+    """os.`call` raises `error`, after `meanwhile` (what another process does then): every fsync, and
+    the mkdir of a directory named out once its parent is there (a deeper level, after the others)."""
+    real = getattr(os, call)
+
+    def refused(target, *args, **kwargs):
+        if call == "fsync" or (Path(target).name == "out" and Path(target).parent.is_dir()):
+            meanwhile()
+            raise OSError(error, os.strerror(error))
+        return real(target, *args, **kwargs)
+    monkeypatch.setattr(atomic_files.os, call, refused)
+
+
+@pytest.mark.parametrize("call, error", [("fsync", errno.EIO), ("mkdir", errno.ENOSPC)])
+@pytest.mark.parametrize("writer", WRITERS)
+def test_a_writer_that_fails_to_make_its_directory_removes_the_directories_it_made(
+        tmp_path, monkeypatch, writer, call, error):
+    # the fsync of a new --out's parent failing, or a full disk at a deeper level, left them there empty
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / "keep.txt").write_text("mine")
+    _refused(monkeypatch, call, error)
+    with pytest.raises(OSError) as failed, WRITERS[writer](runs / "new" / "out"):
+        pytest.fail("the block runs only in a directory made")
+    assert failed.value.errno == error  # its own error, not one of removing what it made
+    assert _files(tmp_path) == {"runs/keep.txt": "mine"} and [p.name for p in runs.iterdir()] == ["keep.txt"]
+
+
+def test_a_directory_another_process_fills_or_makes_meanwhile_stays_when_the_writer_fails(tmp_path, monkeypatch):
+    out = tmp_path / "new" / "out"
+    _refused(monkeypatch, "fsync", errno.EIO, meanwhile=lambda: (out.parent / "theirs.txt").write_text("theirs"))
+    with pytest.raises(OSError, match="Input/output error"), claimed_directory(out):
+        pass
+    assert _files(tmp_path) == {"new/theirs.txt": "theirs"} and not out.exists()  # out removed, new not: not empty
+    mkdir = os.mkdir
+
+    def made_by_another_process_first(target, *args, **kwargs):
+        if Path(target) == out:
+            mkdir(target, *args, **kwargs)  # as this one found it missing
+        mkdir(target, *args, **kwargs)
+    (out.parent / "theirs.txt").unlink()
+    out.parent.rmdir()
+    monkeypatch.setattr(atomic_files.os, "mkdir", made_by_another_process_first)
+    with pytest.raises(OSError, match="Input/output error"), replaced_file(out / "report.json"):
+        pass
+    assert out.is_dir() and not any(out.iterdir()) and list(tmp_path.iterdir()) == [out.parent]  # theirs: stays
+
+
 def test_a_directory_this_process_cannot_write_into_is_named(tmp_path, monkeypatch):
     # chmod does not stop root, so the probe's failure is simulated
     probed = []
