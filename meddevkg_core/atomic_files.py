@@ -110,12 +110,13 @@ def _missing(path: Path) -> list[Path]:
     return [p for p in (path, *path.parents) if not os.path.lexists(p)]
 
 
-def _made_durable(path: Path) -> None:
+def _made_durable(path: Path) -> list[Path]:
     """Make directory `path` and any missing parent, and fsync the parent of each one made, deepest first:
     a new directory's entry is on disk before outputs are committed in it, or a power cut could take it
     with them. A directory that was there costs nothing. If a mkdir or an fsync fails, the directories
     this call made are removed again (`_removed_if_empty`) and its error raised: a command that fails
-    leaves no empty `--out` behind; one another process made meanwhile is its, and stays."""
+    leaves no empty `--out` behind; one another process made meanwhile is its, and stays. Returns the
+    directories this call made, deepest first."""
     made: list[Path] = []  # deepest first
     try:
         for directory in reversed(_missing(path)):
@@ -128,6 +129,7 @@ def _made_durable(path: Path) -> None:
     except BaseException:
         _removed_if_empty(made)
         raise
+    return made
 
 
 def _removed_if_empty(made: list[Path]) -> None:
@@ -176,10 +178,10 @@ def claimed_directory(path: str | Path) -> Iterator[Path]:
     lock along."""
     path = Path(path)
     check_writable_directory(path)
-    made = _missing(path)
+    made: list[Path] = []  # by this run, deepest first: not a parent another process made meanwhile
     with ExitStack() as held:
         while True:  # again if a run that made it removed it, empty, as this one locked it
-            _made_durable(path)
+            made = sorted({*made, *_made_durable(path)}, key=lambda p: len(p.parts), reverse=True)
             with suppress(FileNotFoundError):
                 other = held.enter_context(_locked(path))
                 break

@@ -460,3 +460,16 @@ def test_a_directory_this_process_cannot_write_into_is_named(tmp_path, monkeypat
     with pytest.raises(InputError, match=f"^{out}: cannot be written to \\({tmp_path}: Permission denied\\)$"):
         check_writable_directory(out)
     assert probed == [tmp_path, tmp_path] and not any(tmp_path.iterdir())
+
+
+def test_a_parent_another_process_makes_as_a_run_claims_its_out_stays_after_the_run(tmp_path, monkeypatch):
+    out = tmp_path / "new" / "out"
+    made_durable = atomic_files._made_durable
+
+    def another_process_makes_the_parent_first(path):
+        out.parent.mkdir()  # after the run found it missing, before it made it
+        return made_durable(path)
+    monkeypatch.setattr(atomic_files, "_made_durable", another_process_makes_the_parent_first)
+    with pytest.raises(RuntimeError, match="failed"), claimed_directory(out):
+        raise RuntimeError("failed")
+    assert list(tmp_path.iterdir()) == [out.parent] and not out.exists()  # the other's: stays; the run's: gone
