@@ -33,6 +33,8 @@ Figures (all in one flat-ish dict, `None` where a figure is undefined, e.g. no g
   `llm_concept_recall`: the name maps to a concept (`map_phrase`: exact, then head noun) that one
   of our mentions of the document also maps to. Device names are checked against the device
   text, patent names against the patent text.
+- Inputs: the files measured (the corpus tables and the LLM entity file), each with its absolute
+  path, size and SHA-256 (lineage), as a benchmark's report.json records them.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from meddevkg_core.corpus import Corpus, key_text
 from meddevkg_core.entities import ExtractionResult, extract_mentions, map_phrase
 from meddevkg_core.entity_match import DocKeys, EntityMatcher, doc_keys
 from meddevkg_core.errors import CorpusError
+from meddevkg_core.lineage import InputFile, inputs_json
 from meddevkg_core.llm_extraction import DOMAINS, Domain, EntityExtractor, SpacyEntityExtractor
 from meddevkg_core.ontology import Ontology, normalize_term
 from meddevkg_core.progress import Progress, no_progress, stage_reporter
@@ -350,10 +353,12 @@ _NO_LLM: dict[str, Any] = dict.fromkeys(
 def measure_extraction(corpus: Corpus, ontology: Ontology, extractors: Mapping[Domain, EntityExtractor],
                        cfg: CandidateConfig, llm_entities: pl.DataFrame | None, seed: int = 42,
                        random_pairs_per_device: int = 20, *, n_process: Sequence[int] = (1, 2), timing_runs: int = 3,
-                       batch_size: int = 64, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+                       batch_size: int = 64, progress: Callable[[str], None] | None = None,
+                       llm_entities_file: InputFile | None = None) -> dict[str, Any]:
     """Every figure of the module docstring on `corpus`, extracted by `extractors` (one per domain, as
     pipeline.Models holds them); JSON-serialisable. Another extractor than spaCy (an LLM endpoint may
-    take an hour) reports how far its runs are through `progress`, as `meddevkg run` does."""
+    take an hour) reports how far its runs are through `progress`, as `meddevkg run` does.
+    `llm_entities_file`: the file `llm_entities` was read from, recorded with the corpus's (`inputs`)."""
     pat_docs = corpus.patents.select(pl.col("pat_id").alias("doc_id"), "text")
     dev_docs = corpus.devices.select(pl.col("fda_id").alias("doc_id"), "text")
     patent_extractor = extractors["patent"]
@@ -410,6 +415,7 @@ def measure_extraction(corpus: Corpus, ontology: Ontology, extractors: Mapping[D
         "weighted_overlap_definition": WEIGHTED_OVERLAP_DEFINITION,
         **llm,
         **extraction,
+        "inputs": inputs_json({**corpus.inputs, **({"llm_entities": llm_entities_file} if llm_entities_file else {})}),
     }
 
 

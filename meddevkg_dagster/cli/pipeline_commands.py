@@ -152,6 +152,7 @@ def bench_extract_command(args: argparse.Namespace) -> int:
     from meddevkg_core.config import CandidateConfig
     from meddevkg_core.corpus import read_corpus
     from meddevkg_core.extraction_benchmark import format_summary, measure_extraction, read_llm_entities
+    from meddevkg_core.lineage import read_fingerprinted
     from meddevkg_core.ontology import load_meddevonto
 
     checked_model_choices(args)
@@ -160,13 +161,13 @@ def bench_extract_command(args: argparse.Namespace) -> int:
     llm_path = Path(args.llm_entities or Path(args.corpus) / "gold_pair_llm_entities.parquet")
     if args.llm_entities and not llm_path.is_file():
         raise SystemExit(f"{llm_path}: no such file")
-    llm = read_llm_entities(llm_path) if llm_path.is_file() else None
+    llm, llm_file = read_fingerprinted(llm_path, read_llm_entities) if llm_path.is_file() else (None, None)
     extractors = extraction.extractors()
     with exit_on_llm_failure(None, extractors.values()):
         result = measure_extraction(corpus, load_meddevonto(), extractors, CandidateConfig(), llm,
                                     seed=args.seed, random_pairs_per_device=args.random_pairs,
                                     n_process=args.n_process, timing_runs=args.runs,
-                                    progress=lambda line: print(line, file=sys.stderr))
+                                    progress=lambda line: print(line, file=sys.stderr), llm_entities_file=llm_file)
     print(format_summary(result))
     print(json.dumps(result))
     return 0

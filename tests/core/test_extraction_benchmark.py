@@ -1,5 +1,6 @@
 """`meddevkg bench-extract`: the figures of issue 4, on hand-made mentions and on the demo corpus."""
 
+import hashlib
 import json
 import re
 
@@ -153,7 +154,7 @@ SPACY_KEYS = (
     *(k.format("gold") for k in PAIR_KEYS), *(k.format("random") for k in PAIR_KEYS), "weighted_overlap_definition",
     "llm_pairs", "n_llm_strings", "n_llm_strings_devices", "n_llm_strings_patents", "llm_entity_recall",
     "llm_entity_recall_devices", "llm_entity_recall_patents", "llm_concept_recall", "llm_concept_recall_devices",
-    "llm_concept_recall_patents", "llm_strings_mapped_share")
+    "llm_concept_recall_patents", "llm_strings_mapped_share", "inputs")
 """spaCy's report, key by key in its order: what the LLM extractor's measurement added must leave it as it was."""
 SPACY_SUMMARY = ("extraction benchmark: ", "  throughput (patents)      ", "  throughput (devices)      ",
                  "  mentions                  ", "  coverage (mentions)       ", "  coverage (distinct norms) ",
@@ -188,6 +189,14 @@ def test_bench_extract_cli_prints_a_summary_and_last_a_json_line(tmp_path, capsy
     assert r["llm_pairs"] == gold.unique().height
     assert r["gold_tier_match_share"] > r["random_tier_match_share"]
     assert r["gold_weighted_overlap_mean"] >= r["gold_s_entity_mean"] >= 0
+    # the files measured, with their bytes' digest (lineage), as a benchmark's report.json records them
+    read = {"devices": "devices.jsonl", "patents": "patents.csv", "gold_links": "gold_links.csv",
+            "labeled_pairs": "labeled_pairs.csv"}
+    files = {name: demo_corpus_dir() / file for name, file in read.items()}
+    files["llm_entities"] = tmp_path / "llm.parquet"
+    assert r["inputs"] == {name: {"path": str(path.resolve()), "size": path.stat().st_size,
+                                  "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+                           for name, path in files.items()}
 
 
 def test_llm_entity_ids_are_trimmed_as_the_corpus_trims_them(tmp_path, onto):
