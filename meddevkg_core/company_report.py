@@ -20,7 +20,8 @@ Three questions (METHOD.md §3.1, §7; issue 5):
 3. Extra pairs. How many device x patent pairs a company match adds over plain name equality
    (normalised applicant == normalised assignee), over all pairs.
 
-Pure functions on frames; `main_company_report` does the reading for the CLI.
+Pure functions on frames; `main_company_report` does the reading for the CLI, and records the files
+read (`inputs`: the corpus tables, its company tables and the FDA records, each with its SHA-256).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from meddevkg_core.companies import company_match_table, grant_dates
 from meddevkg_core.company_names import normalize_company, split_assignees
 from meddevkg_core.company_resolver import CompanyResolver
 from meddevkg_core.device_activity import LAST_DECISION_DATE, with_last_decision
+from meddevkg_core.lineage import inputs_json, read_fingerprinted
 from meddevkg_core.report import percent
 
 SAME_COMPANY_KINDS = frozenset({"same", "acquired", "acquirer"})
@@ -384,18 +386,21 @@ def format_company_report(report: dict[str, Any]) -> str:
 def main_company_report(
     corpus_dir: str | Path, fda_pma_path: str | Path, out: str | Path | None = None, former_owners: bool = True
 ) -> dict[str, Any]:
-    """Read a corpus directory and fdadata_pma.parquet, compute the report, optionally write it as JSON."""
+    """Read a corpus directory and fdadata_pma.parquet, compute the report, optionally write it as JSON.
+    The report records the files read, with their bytes' digest (`inputs`, as a benchmark's report.json)."""
     from meddevkg_core.corpus import read_corpus
     from meddevkg_core.dossier import read_pma_file, readable_pma_rows
 
     corpus = read_corpus(corpus_dir)
     wanted = ["pma_number", "submission_number", "sponsor", "date_decision", "is_original", "supplement_number"]
-    fda = readable_pma_rows(read_pma_file(fda_pma_path), Path(fda_pma_path).name)
+    records, fda_file = read_fingerprinted(fda_pma_path, read_pma_file)
+    fda = readable_pma_rows(records, Path(fda_pma_path).name)
+    resolver = CompanyResolver.for_corpus(corpus_dir, former_owners=former_owners)
     report = company_report(corpus.devices, corpus.patents, corpus.gold_links,
-                            fda.valid.select(c for c in wanted if c in fda.valid.columns),
-                            CompanyResolver.for_corpus(corpus_dir, former_owners=former_owners))
+                            fda.valid.select(c for c in wanted if c in fda.valid.columns), resolver)
     report["fda_pma_rejected"] = fda.rejected.height  # records it could not read, not counted
     report["detail"]["fda_pma_rejected"] = fda.rejected.select("record_key", "reason").to_dicts()
+    report["inputs"] = inputs_json({**corpus.inputs, **resolver.inputs, "fda_pma": fda_file})
     if out is not None:
         with replaced_file(out) as tmp:
             tmp.write_text(json.dumps(report, indent=2, default=str))

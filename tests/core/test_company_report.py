@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from datetime import date
 
@@ -254,3 +255,25 @@ def test_a_csv_fda_record_of_the_wrong_width_is_reported_not_counted(tmp_path) -
     assert report["detail"]["fda_pma_rejected"] == [{"record_key": "pma.csv#1:P000002",
                                                      "reason": "line 3: 5 fields where the header has 4"}]
     assert "pma.csv#1:P000002  line 3: 5 fields where the header has 4" in format_company_report(report)
+
+
+def test_the_report_records_each_file_it_read_with_its_bytes_digest(tmp_path) -> None:
+    # the report named the corpus and FDA records by path only: a file changed there left no trace in it
+    from meddevkg_core.company_report import main_company_report
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "devices.csv").write_text("fda_id,text,applicant\nP000001,stent,ALPHA\n")
+    (corpus / "patents.csv").write_text("pat_id,text,assignee\n1,stent,BETA\n")
+    (corpus / "gold_links.csv").write_text("fda_id,pat_id\nP000001,1\n")
+    (corpus / "acquisitions.csv").write_text("acquirer,acquired,close_date\nALPHA,BETA,2010-01-01\n")
+    fda, out = tmp_path / "pma.csv", tmp_path / "report.json"
+    fda.write_text("submission_number,sponsor,date_decision,approval_order_statement\n"
+                   "P000001,Alpha Vascular,2012-05-01,APPROVAL.\n")
+    report = main_company_report(corpus, fda, out)
+    files = {"devices": corpus / "devices.csv", "patents": corpus / "patents.csv",
+             "gold_links": corpus / "gold_links.csv", "acquisitions": corpus / "acquisitions.csv", "fda_pma": fda}
+    expected = {name: {"path": str(path.resolve()), "size": path.stat().st_size,
+                       "sha256": hashlib.sha256(path.read_bytes()).hexdigest()} for name, path in files.items()}
+    assert report["inputs"] == expected and json.loads(out.read_text())["inputs"] == expected
+    assert json.loads(format_company_report(report).splitlines()[-1])["inputs"] == expected  # the headline's too
