@@ -83,7 +83,7 @@ class TfidfScorer:
     def cell_scorer(self) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
         """Scores of (device rows, patent columns) as a (patents x devices) array, `score_block`'s
         values there. It holds the patents row-major while the caller keeps it: a copy only when
-        they are stored column-major (scale_bench), where taking rows would scan every entry."""
+        they are stored column-major (synthetic_corpus), where taking rows would scan every entry."""
         patents, devices = self.patents.tocsr(), self.devices
 
         def score(device_rows: np.ndarray, patent_cols: np.ndarray) -> np.ndarray:

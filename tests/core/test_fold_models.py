@@ -159,13 +159,13 @@ def _apply_fold_models_before(features: pl.DataFrame, models: FoldModels) -> pl.
 
 def bench_stage3_frames() -> tuple[pl.DataFrame, FoldModels, pl.DataFrame]:
     """A realistic small Stage-2 pool (the scale benchmark's synthetic corpus), fold models and decisions."""
-    from meddevkg_core import scale_bench
     from meddevkg_core.config import PipelineConfig
+    from meddevkg_core.synthetic_corpus import stage2_inputs, synthetic_corpus, synthetic_gold
 
-    corpus = scale_bench.synthetic_corpus(3_000, 20, seed=0)
+    corpus = synthetic_corpus(3_000, 20, seed=0)
     cfg = PipelineConfig()
-    pool = generate_candidates(scale_bench.stage2_inputs(corpus, cfg), cfg.candidates)
-    gold = scale_bench.synthetic_gold(pool, n_devices=8, seed=0)
+    pool = generate_candidates(stage2_inputs(corpus, cfg), cfg.candidates)
+    gold = synthetic_gold(pool, n_devices=8, seed=0)
     features = feature_frame(pool, None)
     models = fit_fold_models(features.filter(pl.col("fda_id").is_in(gold["fda_id"].unique().implode())), gold,
                              RerankConfig(n_estimators=20, folds=4))

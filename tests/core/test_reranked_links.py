@@ -48,14 +48,14 @@ def _embeddings(ids, matrix: np.ndarray) -> pl.DataFrame:
 
 def _synthetic_stage3(cfg: RerankConfig):
     """(pool, vectors, fold models) over a small synthetic corpus: 20 devices, 8 of them gold."""
-    from meddevkg_core import scale_bench
     from meddevkg_core.config import PipelineConfig
+    from meddevkg_core.synthetic_corpus import stage2_inputs, synthetic_corpus, synthetic_gold
     from meddevkg_core.text_adapter import Vectors
 
-    corpus = scale_bench.synthetic_corpus(3_000, 20, seed=0)
-    inputs = scale_bench.stage2_inputs(corpus, PipelineConfig())
+    corpus = synthetic_corpus(3_000, 20, seed=0)
+    inputs = stage2_inputs(corpus, PipelineConfig())
     pool = generate_candidates(inputs, PipelineConfig().candidates)
-    gold = scale_bench.synthetic_gold(pool, n_devices=8, seed=0)
+    gold = synthetic_gold(pool, n_devices=8, seed=0)
     vectors = Vectors.of_inputs(inputs)
     gold_rows = pl.col("fda_id").is_in(gold["fda_id"].unique().implode())
     return pool, vectors, fit_fold_models(feature_frame(pool, None).filter(gold_rows), gold, cfg, vectors)

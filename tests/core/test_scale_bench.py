@@ -19,6 +19,7 @@ from meddevkg_core.links_table import links_frame
 from meddevkg_core.ontology import load_meddevonto
 from meddevkg_core.rerank import feature_frame
 from meddevkg_core.reranked_links import decide
+from meddevkg_core.synthetic_corpus import SyntheticCorpus, synthetic_corpus, synthetic_gold
 from tests.core import _stage2_before as before
 
 ONTO = load_meddevonto()
@@ -26,11 +27,11 @@ FLOATS = ["sim", "sim_z_device", "sim_z_patent", "lexical", "sibling_sim_margin"
 
 
 @pytest.fixture(scope="module")
-def corpus() -> scale_bench.SyntheticCorpus:
-    return scale_bench.synthetic_corpus(3_000, 20, seed=0)
+def corpus() -> SyntheticCorpus:
+    return synthetic_corpus(3_000, 20, seed=0)
 
 
-def _inputs(corpus: scale_bench.SyntheticCorpus, cfg: CandidateConfig, company: pl.DataFrame | None = None
+def _inputs(corpus: SyntheticCorpus, cfg: CandidateConfig, company: pl.DataFrame | None = None
             ) -> Stage2Inputs:
     matcher = EntityMatcher(doc_keys(corpus.device_mentions, ONTO, cfg), doc_keys(corpus.patent_mentions, ONTO, cfg),
                             corpus.patent_ids, cfg)
@@ -56,25 +57,6 @@ def _assert_same_pool(a: pl.DataFrame, b: pl.DataFrame, atol: float = 0.0) -> No
         np.testing.assert_allclose(a[col].to_numpy(), b[col].to_numpy(), rtol=0, atol=atol, equal_nan=True)
 
 
-def test_synthetic_corpus_has_the_benchmark_shape(corpus: scale_bench.SyntheticCorpus) -> None:
-    assert len(corpus.patent_ids) == 3_000 and len(corpus.device_ids) == 20
-    assert corpus.patent_vectors.shape == (3_000, 384) and corpus.patent_vectors.dtype == np.float32
-    np.testing.assert_allclose(np.linalg.norm(corpus.patent_vectors, axis=1), 1.0, atol=1e-5)
-    stats = corpus.stats()
-    assert 12 <= stats["mentions_per_patent"] <= 20
-    assert 0.1 <= stats["patent_concept_share"] <= 0.25
-    known = set(ONTO.concepts["concept_id"].to_list())
-    assert set(corpus.patent_mentions["concept_id"].drop_nulls().to_list()) <= known
-    assert corpus.patent_mentions.select("doc_id", "norm").is_unique().all()
-    sizes = corpus.company_matches.join(
-        pl.DataFrame({"fda_id": corpus.device_ids}), on="fda_id").group_by("fda_id").len()["len"]
-    assert sizes.max() > 5 * max(sizes.min(), 1)  # a few large assignees
-    assert corpus.lexical is not None and corpus.lexical.n_patents == 3_000
-    again = scale_bench.synthetic_corpus(3_000, 20, seed=0)  # seeded: the same corpus every time
-    np.testing.assert_array_equal(again.patent_vectors, corpus.patent_vectors)
-    assert again.patent_mentions.equals(corpus.patent_mentions)
-
-
 def test_bench_runs_small_and_reports_every_figure() -> None:
     result = scale_bench.run_scale_bench(3_000, 20, seed=0)
     json.dumps(result)  # one JSON line
@@ -88,13 +70,13 @@ def test_bench_runs_small_and_reports_every_figure() -> None:
     text = scale_bench.format_scale_report(result)
     assert "Stage 2" in text and "pairs/s" in text and "3,000 patents" in text
     # the bench's pool is generate_candidates on the same inputs, in one block
-    corpus = scale_bench.synthetic_corpus(3_000, 20, seed=0)
+    corpus = synthetic_corpus(3_000, 20, seed=0)
     cfg = PipelineConfig()
     assert scale_bench.pool_digest(generate_candidates(_inputs(corpus, cfg.candidates), cfg.candidates)) == \
         result["pool_digest"]
 
 
-def test_one_block_equals_many_blocks(corpus: scale_bench.SyntheticCorpus, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_one_block_equals_many_blocks(corpus: SyntheticCorpus, monkeypatch: pytest.MonkeyPatch) -> None:
     one = CandidateConfig(device_block_size=20)
     pool = generate_candidates(_inputs(corpus, one), one)
     assert pool.height > 0
@@ -118,7 +100,7 @@ def test_pair_budget_bounds_the_block() -> None:
     CandidateConfig(entity_weighting="uniform_low", tier_b_parent_child=False, device_block_size=3),
     CandidateConfig(vector_mode="absolute", device_block_size=7),
 ])
-def test_results_identical_to_the_implementation_before_the_scale_work(corpus: scale_bench.SyntheticCorpus,
+def test_results_identical_to_the_implementation_before_the_scale_work(corpus: SyntheticCorpus,
                                                                        cfg: CandidateConfig) -> None:
     # company matches listed twice with different kinds: the later row must win, as before (as strings,
     # the pipeline's dtype, which the old implementation was written for)
@@ -145,7 +127,7 @@ def test_results_identical_to_the_implementation_before_the_scale_work(corpus: s
 
 @pytest.mark.parametrize("cfg", [CandidateConfig(), CandidateConfig(entity_weighting="uniform_mid",
                                                                     tier_b_parent_child=False)])
-def test_doc_keys_identical_to_before(corpus: scale_bench.SyntheticCorpus, cfg: CandidateConfig) -> None:
+def test_doc_keys_identical_to_before(corpus: SyntheticCorpus, cfg: CandidateConfig) -> None:
     def plain(dk):
         return ({d: {(k.tier, k.key, k.points, k.label, k.core) for k in ks} for d, ks in dk.keys.items()},
                 dk.family)
@@ -157,7 +139,7 @@ def test_doc_keys_identical_to_before(corpus: scale_bench.SyntheticCorpus, cfg: 
 def test_explain_block_equals_explain_for_every_pair() -> None:
     """explain_block, and explain / shared_terms (now read from the patent matrices), against the
     per-pair implementation before the scale work, which read the patents' key sets."""
-    small = scale_bench.synthetic_corpus(400, 12, seed=3, lexical=False)
+    small = synthetic_corpus(400, 12, seed=3, lexical=False)
     for cfg in (CandidateConfig(), CandidateConfig(tier_b_parent_child=False, entity_weighting="uniform_low")):
         dm, pm = small.device_mentions, small.patent_mentions
         matcher = EntityMatcher(doc_keys(dm, ONTO, cfg), doc_keys(pm, ONTO, cfg), small.patent_ids, cfg)
@@ -175,7 +157,7 @@ def test_explain_block_equals_explain_for_every_pair() -> None:
         assert matcher.explain(small.device_ids[0], "not a patent") == ("none", "")
 
 
-def test_tier_s_shortcut_gives_the_ontology_answer(corpus: scale_bench.SyntheticCorpus) -> None:
+def test_tier_s_shortcut_gives_the_ontology_answer(corpus: SyntheticCorpus) -> None:
     norms = pl.concat([corpus.patent_mentions["norm"], corpus.device_mentions["norm"]]).unique().to_list()
     norms += ["guidewire", "scaffold", "a", "delivery catheter", "Stent-Graft", "crohn's", "stent  graft", "x_y",
               "électrode", "valve repair", "zzzz qqqq"]
@@ -185,7 +167,7 @@ def test_tier_s_shortcut_gives_the_ontology_answer(corpus: scale_bench.Synthetic
         assert (category, weight) == ONTO.tier_s_category(norm), norm
 
 
-def test_moments_match_float64(corpus: scale_bench.SyntheticCorpus) -> None:
+def test_moments_match_float64(corpus: SyntheticCorpus) -> None:
     exact = corpus.patent_vectors.astype(np.float64) @ corpus.device_vectors.T.astype(np.float64)
     mean, std = candidates._moments(corpus.patent_vectors, corpus.device_vectors, chunk=1_000)
     np.testing.assert_allclose(mean, exact.mean(axis=1), atol=1e-6)
@@ -194,7 +176,7 @@ def test_moments_match_float64(corpus: scale_bench.SyntheticCorpus) -> None:
 
 def test_one_doc_keys_for_both_sides_scores_as_before() -> None:
     """text_pair_features indexes devices and patents in one DocKeys and passes it twice."""
-    small = scale_bench.synthetic_corpus(400, 12, seed=5, lexical=False)
+    small = synthetic_corpus(400, 12, seed=5, lexical=False)
     both = pl.concat([small.device_mentions, small.patent_mentions])
     cfg = CandidateConfig()
     new = EntityMatcher(*[doc_keys(both, ONTO, cfg)] * 2, small.patent_ids, cfg)
@@ -210,7 +192,7 @@ def test_one_doc_keys_for_both_sides_scores_as_before() -> None:
         assert shared[i] == "|".join(old.shared_terms(small.device_ids[r], small.patent_ids[c]))
 
 
-def test_patents_in_any_order_give_the_pool_as_before(corpus: scale_bench.SyntheticCorpus) -> None:
+def test_patents_in_any_order_give_the_pool_as_before(corpus: SyntheticCorpus) -> None:
     """Columns not in pat_id order: each block's rows are ordered by patent id before it is cut."""
     cfg = CandidateConfig(device_block_size=7)
     perm = np.random.default_rng(1).permutation(len(corpus.patent_ids))
@@ -231,7 +213,7 @@ def test_patents_in_any_order_give_the_pool_as_before(corpus: scale_bench.Synthe
         np.testing.assert_allclose(old[col].to_numpy(), new[col].to_numpy(), rtol=1e-5, atol=1e-4)
 
 
-def test_compact_corpus_tables_give_the_same_pool(corpus: scale_bench.SyntheticCorpus) -> None:
+def test_compact_corpus_tables_give_the_same_pool(corpus: SyntheticCorpus) -> None:
     """Categorical company columns and coded mentions are only a storage form: the pool is that of
     the string tables, in one chunk per column."""
     cfg = CandidateConfig(device_block_size=7)
@@ -244,12 +226,12 @@ def test_compact_corpus_tables_give_the_same_pool(corpus: scale_bench.SyntheticC
     assert set(a.n_chunks("all")) == {1}
 
 
-def test_stage3_keeps_chunks_aligned_and_links_stream(corpus: scale_bench.SyntheticCorpus) -> None:
+def test_stage3_keeps_chunks_aligned_and_links_stream(corpus: SyntheticCorpus) -> None:
     """New Stage-3 columns are cut like the pool's chunks (a misaligned frame is copied whole by the
     next expression); LINKS made slice by slice hash to the whole table's digest."""
     cfg = PipelineConfig()
     pool = generate_candidates(_inputs(corpus, cfg.candidates), cfg.candidates)
-    gold = scale_bench.synthetic_gold(pool, n_devices=8, seed=0)
+    gold = synthetic_gold(pool, n_devices=8, seed=0)
     features = feature_frame(pool, None)
     models = fit_fold_models(features.filter(pl.col("fda_id").is_in(gold["fda_id"].unique().implode())), gold,
                              RerankConfig(n_estimators=10, folds=3))
@@ -266,7 +248,7 @@ def test_stage3_keeps_chunks_aligned_and_links_stream(corpus: scale_bench.Synthe
 
 
 @pytest.mark.parametrize("twice", [False, True])
-def test_devices_in_any_order_or_asked_twice_give_the_pool_as_before(corpus: scale_bench.SyntheticCorpus,
+def test_devices_in_any_order_or_asked_twice_give_the_pool_as_before(corpus: SyntheticCorpus,
                                                                     twice: bool) -> None:
     """The pool is assembled column by column from the blocks' arrays (devices in id order whatever
     order they are asked in); a device asked for twice goes through the frames, as before."""
@@ -288,7 +270,7 @@ def test_devices_in_any_order_or_asked_twice_give_the_pool_as_before(corpus: sca
     _assert_same_pool(old, new, atol=1e-4)
 
 
-def test_pool_from_arrays_equals_pool_from_frames(corpus: scale_bench.SyntheticCorpus) -> None:
+def test_pool_from_arrays_equals_pool_from_frames(corpus: SyntheticCorpus) -> None:
     """The two ways CandidateParts makes the pool (columns straight from the blocks' arrays; block
     frames cut by device and stacked, the way before) give the same frame, bit for bit."""
     cfg = CandidateConfig(device_block_size=7)
@@ -300,7 +282,7 @@ def test_pool_from_arrays_equals_pool_from_frames(corpus: scale_bench.SyntheticC
     assert direct.schema == pl.Schema(schemas.CANDIDATES) and direct["company_path"].null_count() > 0
 
 
-def test_bench_stage2_releases_what_it_holds(corpus: scale_bench.SyntheticCorpus) -> None:
+def test_bench_stage2_releases_what_it_holds(corpus: SyntheticCorpus) -> None:
     """The bench's Stage 2 drops the inputs (and the corpus) once every block is scored."""
     cfg = CandidateConfig(device_block_size=7)
     held = [_inputs(corpus, cfg), "the corpus"]

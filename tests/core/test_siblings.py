@@ -107,5 +107,5 @@ def test_tfidf_cells_equal_the_block_rows():
     scorer = TfidfScorer.fit(DEVICE_TEXTS, PATENT_TEXTS)
     rows, cols = np.array([1, 3]), np.array([2, 0])
     np.testing.assert_allclose(scorer.cell_scorer()(rows, cols), scorer.score_block([1, 3])[:, cols].T, atol=1e-12)
-    column_major = TfidfScorer(scorer.devices, scorer.patents.tocsc())  # as scale_bench stores them
+    column_major = TfidfScorer(scorer.devices, scorer.patents.tocsc())  # as synthetic_corpus stores them
     np.testing.assert_allclose(column_major.cell_scorer()(rows, cols), scorer.cell_scorer()(rows, cols), atol=1e-12)
