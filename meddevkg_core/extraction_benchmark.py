@@ -51,9 +51,10 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from meddevkg_core.concept_mapping import map_phrase
 from meddevkg_core.config import UNIFORM_ENTITY_POINTS, CandidateConfig
 from meddevkg_core.corpus import Corpus, key_text
-from meddevkg_core.entities import ExtractionResult, extract_mentions, map_phrase
+from meddevkg_core.entities import ExtractionResult, extract_mentions
 from meddevkg_core.entity_match import DocKeys, EntityMatcher, doc_keys
 from meddevkg_core.errors import CorpusError
 from meddevkg_core.lineage import InputFile, inputs_json

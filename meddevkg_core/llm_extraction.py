@@ -7,11 +7,11 @@ texts, "Patent Decoder" for patents; versioned files in data/prompts/) returns
 - the reply is validated by pydantic: unreadable JSON or a reply without an entity list makes the
   document a recorded failure; a single malformed entity is rejected on its own;
 - the prompt's hard rules are enforced after the answer (forbidden names, 1-10 word spans);
-- every span is grounded with entities.ground_span (Quote-then-Verify); a span not in the text
+- every span is grounded with grounding.ground_span (Quote-then-Verify); a span not in the text
   is a hallucination, rejected and kept in `rejected`;
 - `standardized_name` is normalised and mapped to the ontology exactly like a spaCy mention
-  (entities.map_phrase), with the span's own wording as a fallback, so the output is the same
-  schemas.MENTIONS table: one mention per (doc, norm) at its first offset.
+  (concept_mapping.map_phrase), with the span's own wording as a fallback, so the output is the
+  same schemas.MENTIONS table: one mention per (doc, norm) at its first offset.
 
 Replies are cached as JSON files keyed by sha256(prompt id, prompt text, model, document text):
 a re-run with the same inputs sends no request. Failed documents are not cached, so a re-run
@@ -36,8 +36,10 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from meddevkg_core import schemas
-from meddevkg_core.entities import COMPONENT, MECHANISM, ConceptMatch, ExtractionResult, ground_span, map_phrase
+from meddevkg_core.concept_mapping import COMPONENT, MECHANISM, ConceptMatch, map_phrase
+from meddevkg_core.entities import ExtractionResult
 from meddevkg_core.errors import InputError
+from meddevkg_core.grounding import ground_span
 from meddevkg_core.home import home_dir
 from meddevkg_core.llm_client import ENV_PREFIX, ChatClient, LLMConfig, LLMRequestError
 from meddevkg_core.ontology import Ontology, normalize_term

@@ -1,4 +1,4 @@
-"""The offline extractor: Quote-then-Verify grounding, concept mapping, and the mention table."""
+"""The offline extractor: dictionary and noun-phrase mentions, grounded and mapped, and the mention table."""
 
 import json
 
@@ -6,14 +6,9 @@ import polars as pl
 import pytest
 
 from meddevkg_core import schemas
-from meddevkg_core.entities import (
-    COMPONENT,
-    MECHANISM,
-    extract_mentions,
-    ground_span,
-    load_spacy_pipeline,
-    map_phrase,
-)
+from meddevkg_core.concept_mapping import COMPONENT, MECHANISM
+from meddevkg_core.entities import extract_mentions, load_spacy_pipeline
+from meddevkg_core.grounding import ground_span
 from meddevkg_core.ontology import load_meddevonto
 
 TEXTS = {
@@ -46,51 +41,6 @@ def _mention(result, doc_id, mention):
     rows = result.mentions.filter((pl.col("doc_id") == doc_id) & (pl.col("mention") == mention))
     assert rows.height == 1, (doc_id, mention, result.mentions.filter(pl.col("doc_id") == doc_id)["mention"].to_list())
     return rows.row(0, named=True)
-
-
-# ------------------------------------------------------------------ Quote-then-Verify
-
-
-def test_ground_span_exact_prefers_the_expected_offset():
-    text = "stent, then a second stent"
-    assert ground_span("stent", text) == ground_span("stent", text, expected_start=0)
-    g = ground_span("stent", text, expected_start=21)
-    assert (g.kind, g.start, g.end, g.score) == ("exact", 21, 26, 1.0)
-    assert ground_span("stent", text, expected_start=3).start == 0  # a wrong hint falls back to search
-
-
-def test_ground_span_case_insensitive():
-    text = "Delivered over a GUIDEWIRE into the artery."
-    g = ground_span("guidewire", text)
-    assert g.kind == "case_insensitive" and text[g.start:g.end] == "GUIDEWIRE"
-
-
-def test_ground_span_fuzzy_finds_the_best_window():
-    text = "The system has a bi-directional steerable catheter with four electrodes."
-    g = ground_span("bidirectional steerable cathetr", text)  # a hyphen and a letter missing
-    assert g.kind == "fuzzy" and 0.85 <= g.score < 1.0
-    assert text[g.start:g.end] == "bi-directional steerable catheter"  # a window longer than the span
-
-
-def test_ground_span_rejects_what_is_not_in_the_text():
-    text = "A balloon catheter for angioplasty."
-    assert ground_span("left atrial appendage occluder", text) is None
-    assert ground_span("baloon catheter", text, min_similarity=0.99) is None
-    assert ground_span("", text) is None and ground_span("   ", text) is None
-    assert ground_span("stent", "") is None
-
-
-# ------------------------------------------------------------------ mapping
-
-
-def test_map_phrase_tiers(onto):
-    assert map_phrase("drug eluting stent", onto).map_tier == "exact"
-    steerable = map_phrase("bi directional steerable catheter", onto, head="catheter")
-    assert (steerable.concept_id, steerable.map_tier) == ("C0085590", "head_noun")
-    assert map_phrase("self expanding stent graft", onto).concept_id == onto.lookup("stent graft")  # last two words
-    assert map_phrase("stent graft system", onto).concept_id == onto.lookup("stent graft")  # container head
-    none = map_phrase("tissue pad", onto, head="pad")
-    assert (none.concept_id, none.map_tier) == (None, "none")
 
 
 # ------------------------------------------------------------------ extraction
@@ -228,15 +178,8 @@ def _reference_extraction(docs: pl.DataFrame, onto, nlp) -> pl.DataFrame:
     from spacy.tokens import Doc
     from spacy.util import filter_spans
 
-    from meddevkg_core.entities import (
-        MECHANISM_CATEGORIES,
-        ConceptMatch,
-        _Candidate,
-        _chunk_candidate,
-        _dedupe,
-        _phrase_matcher,
-        entity_type,
-    )
+    from meddevkg_core.concept_mapping import MECHANISM_CATEGORIES, ConceptMatch, entity_type
+    from meddevkg_core.entities import _Candidate, _chunk_candidate, _dedupe, _phrase_matcher
     from meddevkg_core.ontology import normalize_term
     from meddevkg_core.phrases import (
         NOMINAL,
