@@ -17,7 +17,8 @@ import polars as pl
 from meddevkg_core import schemas
 from meddevkg_core.atomic_files import replaced_files
 from meddevkg_core.baselines import TfidfScorer
-from meddevkg_core.candidates import Stage2Inputs, generate_candidates
+from meddevkg_core.block_scores import Stage2Inputs
+from meddevkg_core.candidates import generate_candidates
 from meddevkg_core.companies import company_match_table
 from meddevkg_core.company_resolver import CompanyResolver
 from meddevkg_core.config import PipelineConfig

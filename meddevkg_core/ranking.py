@@ -17,7 +17,8 @@ import numpy as np
 import polars as pl
 
 from meddevkg_core.baselines import ScorerRun, run_scorer_reordered
-from meddevkg_core.candidates import Stage2Inputs, admission, block_frame, score_blocks
+from meddevkg_core.block_scores import Stage2Inputs, score_blocks
+from meddevkg_core.candidates import admission, block_frame
 from meddevkg_core.company_contest import catalogue_lines, contest_order
 from meddevkg_core.config import PipelineConfig
 from meddevkg_core.fold_models import FoldModels

@@ -20,7 +20,8 @@ from typing import Any
 
 import polars as pl
 
-from meddevkg_core.candidates import collect_candidates, max_devices_per_block
+from meddevkg_core.block_scores import max_devices_per_block
+from meddevkg_core.candidates import collect_candidates
 from meddevkg_core.config import CandidateConfig, PipelineConfig
 from meddevkg_core.fold_models import apply_fold_models, fit_fold_models
 from meddevkg_core.links_table import links_frame

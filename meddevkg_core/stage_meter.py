@@ -11,7 +11,7 @@ import resource
 import time
 from collections.abc import Callable
 
-from meddevkg_core.candidates import release_free_heap
+from meddevkg_core.c_heap import release_free_heap
 
 
 def _status_kb(field: str) -> int | None:

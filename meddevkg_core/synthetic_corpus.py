@@ -34,7 +34,7 @@ import polars as pl
 from scipy import sparse
 
 from meddevkg_core.baselines import TfidfScorer
-from meddevkg_core.candidates import Stage2Inputs
+from meddevkg_core.block_scores import Stage2Inputs
 from meddevkg_core.config import PipelineConfig
 from meddevkg_core.entity_match import EntityMatcher, doc_keys
 from meddevkg_core.ontology import Ontology, load_meddevonto

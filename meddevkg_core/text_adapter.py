@@ -34,7 +34,7 @@ from meddevkg_core.device_names import head_words_of
 from meddevkg_core.embeddings import embedding_matrix, l2_normalise
 
 if TYPE_CHECKING:
-    from meddevkg_core.candidates import Stage2Inputs
+    from meddevkg_core.block_scores import Stage2Inputs
 
 
 @dataclass(frozen=True)

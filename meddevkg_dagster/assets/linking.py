@@ -5,7 +5,8 @@ import polars as pl
 from dagster_duckdb import DuckDBResource
 
 from meddevkg_core import schemas
-from meddevkg_core.candidates import Stage2Inputs, collect_candidates
+from meddevkg_core.block_scores import Stage2Inputs
+from meddevkg_core.candidates import collect_candidates
 from meddevkg_core.companies import build_company_dictionary
 from meddevkg_core.config import PipelineConfig
 from meddevkg_core.cross_encoder import score_candidate_pairs

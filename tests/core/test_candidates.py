@@ -6,7 +6,8 @@ import polars as pl
 import pytest
 
 from meddevkg_core import schemas
-from meddevkg_core.candidates import Stage2Inputs, admission, generate_candidates, score_blocks, vector_points
+from meddevkg_core.block_scores import Stage2Inputs, score_blocks, vector_points
+from meddevkg_core.candidates import admission, generate_candidates
 from meddevkg_core.config import Admission, CandidateConfig
 from meddevkg_core.entity_match import EntityMatcher, doc_keys
 from meddevkg_core.ontology import Ontology, normalize_term

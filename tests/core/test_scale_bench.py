@@ -9,9 +9,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from meddevkg_core import candidates, scale_bench, schemas
+from meddevkg_core import block_scores, candidate_parts, candidates, scale_bench, schemas
 from meddevkg_core.baselines import TfidfScorer
-from meddevkg_core.candidates import Stage2Inputs, generate_candidates, max_devices_per_block
+from meddevkg_core.block_scores import Stage2Inputs, max_devices_per_block
+from meddevkg_core.candidates import generate_candidates
 from meddevkg_core.config import CandidateConfig, PipelineConfig, RerankConfig
 from meddevkg_core.entity_match import EntityMatcher, _s_keys, doc_keys
 from meddevkg_core.fold_models import apply_fold_models, fit_fold_models
@@ -83,7 +84,7 @@ def test_one_block_equals_many_blocks(corpus: SyntheticCorpus, monkeypatch: pyte
     for size in (1, 3, 7):
         cfg = CandidateConfig(device_block_size=size)
         _assert_same_pool(pool, generate_candidates(_inputs(corpus, cfg), cfg), atol=1e-5)  # BLAS rounding
-    monkeypatch.setattr(candidates, "MAX_BLOCK_PAIRS", 2 * 3_000)  # the pair budget splits blocks too
+    monkeypatch.setattr(block_scores, "MAX_BLOCK_PAIRS", 2 * 3_000)  # the pair budget splits blocks too
     assert max_devices_per_block(one, 3_000) == 2
     _assert_same_pool(pool, generate_candidates(_inputs(corpus, one), one), atol=1e-5)
 
@@ -169,7 +170,7 @@ def test_tier_s_shortcut_gives_the_ontology_answer(corpus: SyntheticCorpus) -> N
 
 def test_moments_match_float64(corpus: SyntheticCorpus) -> None:
     exact = corpus.patent_vectors.astype(np.float64) @ corpus.device_vectors.T.astype(np.float64)
-    mean, std = candidates._moments(corpus.patent_vectors, corpus.device_vectors, chunk=1_000)
+    mean, std = block_scores._moments(corpus.patent_vectors, corpus.device_vectors, chunk=1_000)
     np.testing.assert_allclose(mean, exact.mean(axis=1), atol=1e-6)
     np.testing.assert_allclose(std, exact.std(axis=1), atol=1e-6)
 
@@ -277,7 +278,7 @@ def test_pool_from_arrays_equals_pool_from_frames(corpus: SyntheticCorpus) -> No
     inputs = _inputs(corpus, cfg)
     direct = candidates.collect_candidates(inputs, cfg).to_frame()
     again = candidates.collect_candidates(inputs, cfg)
-    assert all(isinstance(e, candidates._BlockPart) for e in again._entries)
+    assert all(isinstance(e, candidate_parts.BlockPart) for e in again._entries)
     assert direct.height > 100 and direct.equals(again._by_frames(again._entries))
     assert direct.schema == pl.Schema(schemas.CANDIDATES) and direct["company_path"].null_count() > 0
 

@@ -6,7 +6,8 @@ import pytest
 
 from meddevkg_core import schemas
 from meddevkg_core.baselines import TfidfScorer
-from meddevkg_core.candidates import Stage2Inputs, generate_candidates
+from meddevkg_core.block_scores import Stage2Inputs
+from meddevkg_core.candidates import generate_candidates
 from meddevkg_core.config import CandidateConfig
 from meddevkg_core.entity_match import EntityMatcher, doc_keys
 from meddevkg_core.siblings import SiblingIndex, TopTwo

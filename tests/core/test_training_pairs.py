@@ -3,7 +3,8 @@ import polars as pl
 import pytest
 
 from meddevkg_core import schemas
-from meddevkg_core.candidates import Stage2Inputs, generate_candidates
+from meddevkg_core.block_scores import Stage2Inputs
+from meddevkg_core.candidates import generate_candidates
 from meddevkg_core.config import CandidateConfig, PipelineConfig, RerankConfig
 from meddevkg_core.entity_match import EntityMatcher, doc_keys
 from meddevkg_core.fold_models import fit_fold_models
