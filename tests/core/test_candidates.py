@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 
 from meddevkg_core import schemas
-from meddevkg_core.block_scores import Stage2Inputs, score_blocks, vector_points
+from meddevkg_core.block_scores import Stage2Inputs
 from meddevkg_core.candidates import admission, generate_candidates
 from meddevkg_core.config import Admission, CandidateConfig
 from meddevkg_core.entity_match import EntityMatcher, doc_keys
@@ -147,17 +147,8 @@ def test_each_admission_rule_admits_a_pair_at_its_cut_off_and_the_first_rule_win
         Admission.THRESHOLD, None]
 
 
-def test_quantile_and_absolute_vector_bins():
-    sim = np.linspace(0, 1, 101, dtype=np.float32)[None, :]
-    quant = vector_points(sim, CandidateConfig())
-    assert quant[0, -1] == 65 and quant[0, 0] == 0
-    assert (quant[0] == 65).sum() == 2  # top 1% of 101 values (ties at the cut included)
-    absolute = vector_points(np.array([[0.8804, 0.8776, 0.82, 0.75, 0.70, 0.69]], np.float32),
-                             CandidateConfig(vector_mode="absolute"))
-    assert absolute.tolist() == [[65, 45, 45, 30, 15, 0]]  # bins on the unrounded cosine
-
-
-def _inputs(cfg):
+def toy_inputs(cfg):
+    """Stage2Inputs of five devices and seven patents over the mentions above (D1 ~ p1 by vector)."""
     rng = np.random.default_rng(0)
     dv = rng.normal(size=(5, 8)).astype(np.float32)
     pv = rng.normal(size=(7, 8)).astype(np.float32)
@@ -173,7 +164,7 @@ def _inputs(cfg):
 
 def test_pool_admission_rules_and_columns():
     cfg = CandidateConfig(vector_mode="absolute", device_block_size=2, same_company_min_score=35.0)
-    pool = generate_candidates(_inputs(cfg), cfg)
+    pool = generate_candidates(toy_inputs(cfg), cfg)
     assert pool.schema == schemas.CANDIDATES
     rows = {(r["fda_id"], r["pat_id"]): r for r in pool.iter_rows(named=True)}
     d1p1 = rows[("D1", "p1")]
@@ -189,7 +180,7 @@ def test_pool_admission_rules_and_columns():
 
 def test_a_lone_tier_s_anchor_match_is_rescued_when_the_rescue_is_on():
     cfg = CandidateConfig(vector_mode="absolute", rescue_anchor=True)
-    inputs = _inputs(cfg)
+    inputs = toy_inputs(cfg)
     far = Stage2Inputs(inputs.device_ids, -inputs.device_vectors, inputs.patent_ids, inputs.patent_vectors,
                        inputs.company_matches.filter(pl.col("fda_id") != "D1"), inputs.entities)
     rows = {(r["fda_id"], r["pat_id"]): r for r in generate_candidates(far, cfg).iter_rows(named=True)}
@@ -199,26 +190,8 @@ def test_a_lone_tier_s_anchor_match_is_rescued_when_the_rescue_is_on():
 def test_blocks_do_not_change_the_result():
     big = CandidateConfig(device_block_size=64)
     small = CandidateConfig(device_block_size=1)
-    a, b = generate_candidates(_inputs(big), big), generate_candidates(_inputs(small), small)
+    a, b = generate_candidates(toy_inputs(big), big), generate_candidates(toy_inputs(small), small)
     floats = ["sim", "sim_z_device", "sim_z_patent", "lexical", "sibling_sim_margin"]
     assert a.drop(floats).equals(b.drop(floats))
     for col in floats:  # BLAS rounding only
         np.testing.assert_allclose(a[col].to_numpy(), b[col].to_numpy(), atol=1e-5, equal_nan=True)
-
-
-def test_cosine_z_scores_use_exact_moments_without_the_pair_matrix():
-    inputs = _inputs(CandidateConfig())
-    full = inputs.device_vectors @ inputs.patent_vectors.T
-    p_mean, p_std = inputs.patent_moments
-    d_mean, d_std = inputs.device_moments
-    np.testing.assert_allclose(p_mean, full.mean(axis=0), atol=1e-5)
-    np.testing.assert_allclose(p_std, full.std(axis=0), atol=1e-5)
-    np.testing.assert_allclose(d_mean, full.mean(axis=1), atol=1e-5)
-    np.testing.assert_allclose(d_std, full.std(axis=1), atol=1e-5)
-
-
-def test_block_scores_cover_every_pair():
-    cfg = CandidateConfig(device_block_size=2)
-    blocks = list(score_blocks(_inputs(cfg), cfg))
-    assert sum(len(b.device_ids) for b in blocks) == 5
-    assert all(b.total.shape == (len(b.device_ids), 7) for b in blocks)
