@@ -165,13 +165,3 @@ def _patent_rank(patent_ids: list[str]) -> np.ndarray | None:
     rank[order] = np.arange(len(order))
     return rank
 
-
-def reasons_string(row: dict) -> str:
-    """The paper's edge explanation `Score=S [Vec:v(cos); Ent:e | Det:...]` (display only)."""
-    text = (f"Score={row['score_total']:.1f} [Vec:{row['score_vector']}({row['sim']:.2f}); "
-            f"Ent:{row['score_entity']:.1f} | Det:{row['entity_detail'] or ''}]")
-    if row["admitted_by"] == Admission.RESCUE_VECTOR:
-        text += ";Rescue:HighVec"
-    elif row["admitted_by"] == Admission.RESCUE_ANCHOR:
-        text += ";Rescue:TierS_Core"
-    return text
