@@ -28,6 +28,7 @@ from pydantic import BaseModel
 from meddevkg_core.atomic_files import replaced_file
 from meddevkg_core.corpus import required_table, validate_table
 from meddevkg_core.dossier import read_pma_file, readable_pma_rows
+from meddevkg_core.lineage import inputs_json, read_fingerprinted
 from meddevkg_core.raw_files import read_parquet, read_raw, reading
 from meddevkg_core.sources.pma_records import canonical_pma, devices_from_pma
 
@@ -251,21 +252,29 @@ def main_select_devices(fda_pma_path: str | Path, product_codes_path: str | Path
     Benchmark rows the corpus reader rejects (a blank or repeated id, no text, a bad date: what a
     benchmark run would not count either) are not counted: the report lists them under
     `benchmark_rejected`, as the FDA records it cannot read under `fda_pma_rejected`. A CorpusError
-    names an input that cannot be read or is not what it should be."""
-    fda = readable_pma_rows(read_pma_file(fda_pma_path), Path(fda_pma_path).name)
+    names an input that cannot be read or is not what it should be. The report records the files read
+    (`inputs`: path, size, SHA-256, as a benchmark's report.json); the devices table carries its FDA
+    file's as Parquet key-value metadata (`inputs`, JSON), which the corpus reader leaves aside."""
+    records, fda_file = read_fingerprinted(fda_pma_path, read_pma_file)
+    fda = readable_pma_rows(records, Path(fda_pma_path).name)
     with reading(product_codes_path, " as FDA product codes"):
-        product_codes = read_parquet(product_codes_path)
+        product_codes, codes_file = read_fingerprinted(product_codes_path, read_parquet)
     devices_path = required_table(Path(benchmark_dir), "devices")
     # the corpus's rules, so a blank or repeated id is reported as the benchmark run would reject it
-    benchmark = validate_table(read_raw(devices_path), "devices", source=str(devices_path))
+    raw, benchmark_file = read_fingerprinted(devices_path, read_raw)
+    benchmark = validate_table(raw, "devices", source=str(devices_path))
     report = compare_selection(fda.valid, product_codes, benchmark.valid)
     for rows, rejected in (("fda_pma_rejected", fda.rejected), ("benchmark_rejected", benchmark.rejected)):
         report[rows] = rejected.height
         report["detail"][rows] = rejected.select("record_key", "reason").to_dicts()
+    report["inputs"] = inputs_json({"fda_pma": fda_file, "product_codes": codes_file,
+                                    "benchmark_devices": benchmark_file})
     if out_path is not None:
         path = Path(out_path)
         devices = devices_from_pma(select_originals(fda.valid))
+        # the rows come from the FDA records alone (the code list and the benchmark only compare)
+        lineage = {"inputs": json.dumps(inputs_json({"fda_pma": fda_file}))}
         with replaced_file(path) as tmp:
-            devices.write_parquet(tmp)
+            devices.write_parquet(tmp, metadata=lineage)
         report["devices_written"] = {"path": str(path), "rows": devices.height}
     return report

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from datetime import date
@@ -21,7 +22,7 @@ from meddevkg_core.sources.device_selection import (
     paper_rules,
     select_originals,
 )
-from meddevkg_core.sources.pma_records import pma_records_to_devices
+from meddevkg_core.sources.pma_records import devices_from_pma, pma_records_to_devices
 from tests.conftest import PANICKED_ON_IT, WOULD_ABORT_ON_IT
 
 
@@ -214,3 +215,32 @@ def test_main_reports_a_csv_fda_record_of_the_wrong_width_and_counts_the_others(
     assert (report["fda_records"], report["selected"], report["overlap"]) == (
         expected["fda_records"], expected["selected"], expected["overlap"])
     assert "pma.csv#9:P100010  line 11: 13 fields" in format_selection_report(report)
+
+
+def _digests(files: dict) -> dict:
+    return {name: {"path": str(path.resolve()), "size": path.stat().st_size,
+                   "sha256": hashlib.sha256(path.read_bytes()).hexdigest()} for name, path in files.items()}
+
+
+def test_the_report_records_each_file_it_read_and_the_devices_table_the_fda_file_it_came_from(tmp_path):
+    # the report named no file it read: a changed FDA file, code list or benchmark left no trace in it
+    from meddevkg_core.corpus import read_corpus
+
+    FDA.write_parquet(tmp_path / "pma.parquet")
+    CODES.write_parquet(tmp_path / "codes.parquet")
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "devices.csv").write_text(BENCH.with_columns(pl.lit("t").alias("text")).write_csv())
+    out = tmp_path / "corpus" / "devices.parquet"
+    report = main_select_devices(tmp_path / "pma.parquet", tmp_path / "codes.parquet", tmp_path / "bench", out)
+    expected = _digests({"fda_pma": tmp_path / "pma.parquet", "product_codes": tmp_path / "codes.parquet",
+                         "benchmark_devices": tmp_path / "bench" / "devices.csv"})
+    assert report["inputs"] == expected
+    assert json.loads(format_selection_report(report).splitlines()[-1])["inputs"] == expected  # the headline's too
+    # the written table names the FDA records its rows came from (the code list and benchmark only compare)
+    assert json.loads(pl.read_parquet_metadata(out)["inputs"]) == {"fda_pma": expected["fda_pma"]}
+    (tmp_path / "corpus" / "patents.csv").write_text("pat_id,text\n1,stent\n")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    devices_from_pma(select_originals(FDA)).write_parquet(plain / "devices.parquet")  # as written before
+    (plain / "patents.csv").write_text("pat_id,text\n1,stent\n")
+    assert read_corpus(tmp_path / "corpus").devices.equals(read_corpus(plain).devices)  # the reader unaffected
