@@ -138,10 +138,13 @@ def run_embed_bench(texts: Sequence[str], paths: Sequence[str] = PATHS, *, model
 def main_bench_embed(corpus_dir: str | Path, n_texts: int = 500, runs: int = 3, seed: int = 0,
                      progress: Callable[[str], None] | None = None, paths: Sequence[str] | None = None,
                      onnx_cache_dir: str | Path | None = None, batch_size: int = 32) -> dict[str, Any]:
-    """`meddevkg bench-embed --corpus DIR`: patent texts of a corpus, every path, as a dict."""
+    """`meddevkg bench-embed --corpus DIR`: patent texts of a corpus, every path, as a dict, with the
+    corpus files read (`inputs`: path, size, SHA-256, as a benchmark's report.json records them)."""
     from meddevkg_core.corpus import read_corpus
+    from meddevkg_core.lineage import inputs_json
 
-    patents = read_corpus(Path(corpus_dir)).patents
+    corpus = read_corpus(Path(corpus_dir))
+    patents = corpus.patents
     if patents.height > n_texts:
         patents = patents.sample(n_texts, seed=seed)
     if paths is None:
@@ -152,6 +155,7 @@ def main_bench_embed(corpus_dir: str | Path, n_texts: int = 500, runs: int = 3, 
     result = run_embed_bench(patents["text"].to_list(), paths, batch_size=batch_size, runs=max(runs, 1),
                              progress=progress, onnx_cache_dir=onnx_cache_dir)
     result["corpus"] = str(corpus_dir)
+    result["inputs"] = inputs_json(corpus.inputs)
     return result
 
 

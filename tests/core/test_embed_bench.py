@@ -331,6 +331,24 @@ def test_sub_millisecond_runs_still_give_rates(monkeypatch: pytest.MonkeyPatch) 
         assert path["texts_per_cpu_second"] > 0 and path["speedup"] == 1.0
 
 
+def test_bench_embed_records_the_corpus_files_it_read_with_their_bytes_digest(tmp_path, monkeypatch) -> None:
+    # its figures named the corpus by path only: a patent file changed there left no trace in them
+    import hashlib
+
+    from meddevkg_core import embed_bench
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "devices.csv").write_text("fda_id,text\nP000001,a coronary stent\n")
+    (corpus / "patents.csv").write_text("pat_id,text\n" + "".join(f"{i},{t}\n" for i, t in enumerate(TEXTS)))
+    monkeypatch.setattr(embed_bench, "load_sentence_encoder", lambda *args, **kwargs: _InstantEncoder())
+    result = embed_bench.main_bench_embed(corpus, n_texts=3, runs=1, paths=("fp32",))
+    files = {"devices": corpus / "devices.csv", "patents": corpus / "patents.csv"}
+    assert result["inputs"] == {name: {"path": str(path.resolve()), "size": path.stat().st_size,
+                                       "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+                                for name, path in files.items()}
+
+
 def test_a_local_models_cache_id_follows_its_files_not_its_directory_name(tiny_sentence_model, tmp_path):
     import shutil
 
