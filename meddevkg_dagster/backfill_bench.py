@@ -21,14 +21,21 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import polars as pl
 
+from meddevkg_core.lineage import InputFile, inputs_json
 
-def _core_device_links(tables: dict[str, pl.DataFrame], resources: dict[str, Any]) -> int:
-    """The device partitions' work, straight through the core functions the assets call."""
+if TYPE_CHECKING:
+    import dagster as dg
+
+
+def _core_device_links(tables: dict[str, pl.DataFrame], resources: dict[str, Any]
+                       ) -> tuple[int, dict[str, InputFile]]:
+    """The device partitions' work, straight through the core functions the assets call: the links made,
+    and the corpus files read (its tables and its own company tables, with their bytes' digest)."""
     from meddevkg_core.candidates import generate_candidates
     from meddevkg_core.companies import company_match_table
     from meddevkg_core.cross_encoder import score_candidate_pairs
@@ -44,12 +51,13 @@ def _core_device_links(tables: dict[str, pl.DataFrame], resources: dict[str, Any
 
     corpus, model = resources["corpus"], resources["embedding_model"]
     config = resources["pipeline_config"].config()
-    devices, patents = corpus.load().devices, tables["patents"].sort("pat_id")
+    loaded, resolver = corpus.load(), corpus.resolver()
+    devices, patents = loaded.devices, tables["patents"].sort("pat_id")
     onto = ontology_from_table(tables["meddevonto"])
     docs = documents(devices, "fda_id")
     mentions = extract_mentions(docs, onto, load_spacy_pipeline()).mentions
     vectors = embed_documents(docs, model.encoder(), model.cache())
-    matches = company_match_table(devices, patents, corpus.resolver())
+    matches = company_match_table(devices, patents, resolver)
     inputs = stage2_inputs(vectors, tables["patent_embeddings"].sort("doc_id"), mentions, tables["patent_entities"],
                            matches, onto, config, devices, patents)
     pool = generate_candidates(inputs, config.candidates)
@@ -59,7 +67,20 @@ def _core_device_links(tables: dict[str, pl.DataFrame], resources: dict[str, Any
     embeddings = Vectors.of(vectors, tables["patent_embeddings"], devices)
     scored = decide(apply_fold_models(feature_frame(pool, scores), models, embeddings), config.rerank)
     ranked = with_ranks(scored, models, embeddings, config.rerank)
-    return links_frame(ranked).height
+    return links_frame(ranked).height, {**loaded.inputs, **resolver.inputs}
+
+
+def source_inputs(result: dg.ExecuteInProcessResult) -> dict[str, Any]:
+    """The files a run's pma_documents read, as its materialisation metadata names them (`inputs`): the
+    corpus devices, and MEDDEVKG_FDA_PMA's records when it is set (the core side reads none)."""
+    import dagster as dg
+
+    read: dict[str, Any] = {}
+    for materialization in result.asset_materializations_for_node("pma_documents"):
+        entry = materialization.metadata.get("inputs")
+        if isinstance(entry, dg.JsonMetadataValue) and isinstance(entry.data, dict):
+            read.update(entry.data)
+    return read
 
 
 PATENT_TABLES = {"patents": "pat_id", "patent_embeddings": "doc_id", "patent_entities": "doc_id"}
@@ -92,7 +113,8 @@ def _timed(wall: list[float], cpu: list[float]) -> Iterator[None]:
 
 
 def run_backfill_bench(corpus_dir: Path, runs: int = 3, patent_copies: int = 1) -> dict[str, Any]:
-    """Materialise the corpus under the current MEDDEVKG_HOME, then time Dagster vs core `runs` times."""
+    """Materialise the corpus under the current MEDDEVKG_HOME, then time Dagster vs core `runs` times; the
+    report names the files both sides read (`inputs`: path, size, SHA-256, as run reports record them)."""
     import dagster as dg
 
     if patent_copies < 1:  # before the corpus is materialised, not after
@@ -121,7 +143,7 @@ def run_backfill_bench(corpus_dir: Path, runs: int = 3, patent_copies: int = 1) 
     quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
     wall: dict[str, list[float]] = {"dagster": [], "core": []}
     cpu: dict[str, list[float]] = {"dagster": [], "core": []}
-    links = 0
+    links, read = 0, {}
     needed = {k: resources[k] for k in ("corpus", "embedding_model", "pipeline_config", "cross_encoder")}
     with dg.build_resources(needed) as resolved:  # EnvVar settings resolved as a run resolves them
         for _ in range(runs):
@@ -130,7 +152,8 @@ def run_backfill_bench(corpus_dir: Path, runs: int = 3, patent_copies: int = 1) 
             if not result.success:
                 raise RuntimeError("device_links_job failed; see the log above")
             with _timed(wall["core"], cpu["core"]):
-                links = _core_device_links(tables, {k: getattr(resolved, k) for k in needed})
+                links, core_read = _core_device_links(tables, {k: getattr(resolved, k) for k in needed})
+            read = {**inputs_json(core_read), **source_inputs(result)}
     d, c = statistics.median(wall["dagster"]), statistics.median(wall["core"])
     d_cpu, c_cpu = statistics.median(cpu["dagster"]), statistics.median(cpu["core"])
     return {"corpus": str(corpus_dir), "devices": len(keys), "patents": tables["patents"].height, "links": links,
@@ -143,4 +166,5 @@ def run_backfill_bench(corpus_dir: Path, runs: int = 3, patent_copies: int = 1) 
             "dagster_cpu_median_s": round(d_cpu, 3), "core_cpu_median_s": round(c_cpu, 3),
             "cpu_ratio": round(d_cpu / c_cpu, 3) if c_cpu else None,
             "home": os.environ.get("MEDDEVKG_HOME"), "event_log": type(instance.event_log_storage).__name__,
-            "event_batch_size": int(os.environ.get("DAGSTER_EVENT_BATCH_SIZE", "0"))}
+            "event_batch_size": int(os.environ.get("DAGSTER_EVENT_BATCH_SIZE", "0")),
+            "inputs": read}

@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import dagster as dg
 import duckdb
+import polars as pl
 import pytest
 
 from meddevkg_core.demo import demo_corpus_dir
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def _digests(files: dict[str, Path]) -> dict[str, dict]:
+    return {name: {"path": str(path.resolve()), "size": path.stat().st_size,
+                   "sha256": hashlib.sha256(path.read_bytes()).hexdigest()} for name, path in files.items()}
 
 
 def test_bench_backfill_times_one_run_against_the_core_and_both_produce_the_same_links(tmp_path):
@@ -39,6 +47,31 @@ def test_bench_backfill_times_one_run_against_the_core_and_both_produce_the_same
     assert report["links"] == stored > 0  # the core did the same work the backfill stored
     assert report["patent_copies"] == 2 and report["patents"] == patents[0] == patents[1]
     assert 0 < copies < stored  # the devices were linked against both copies of the patents
+    # the corpus files read (its tables and its own company table), with their bytes' digest (lineage)
+    demo = demo_corpus_dir()
+    assert report["inputs"] == _digests({"devices": demo / "devices.jsonl", "patents": demo / "patents.csv",
+                                         "gold_links": demo / "gold_links.csv",
+                                         "labeled_pairs": demo / "labeled_pairs.csv",
+                                         "acquisitions": demo / "acquisitions.csv"})
+
+
+def test_the_fda_records_a_dagster_run_read_are_taken_from_its_source_asset(harness, tmp_path):
+    # MEDDEVKG_FDA_PMA is read by the Dagster side's pma_documents alone: its run names the file's bytes
+    from meddevkg_core.corpus import read_corpus
+    from meddevkg_dagster.backfill_bench import source_inputs
+    from meddevkg_dagster.resources import CorpusResource
+
+    keys = read_corpus(harness.corpus).devices["fda_id"].sort().to_list()
+    harness.register(keys)
+    fda = tmp_path / "pma.parquet"
+    pl.DataFrame({"submission_number": [keys[0], f"{keys[0]}/S001"], "date_decision": ["2020-01-01", "2021-01-01"],
+                  "device": ["X", "NEW MODEL"], "approval_order_statement": ["original", "A new shaft."]}
+                 ).write_parquet(fda)
+    harness.resources["corpus"] = CorpusResource(path=str(harness.corpus), fda_pma_path=str(fda))
+    result = harness.materialize(dg.AssetSelection.assets("pma_documents").required_multi_asset_neighbors(),
+                                 partition_range=(keys[0], keys[-1]))
+    assert result.success
+    assert source_inputs(result) == _digests({"devices": harness.corpus / "devices.jsonl", "fda_pma": fda})
 
 
 def test_replicating_the_patent_tables_copies_every_row_under_new_ids():
