@@ -1,4 +1,4 @@
-"""Stage 2 exactly as it was before issue 7's scale work: the oracle of test_scale_bench.
+"""Stage 2 exactly as it was before issue 7's scale work: the oracle of test_candidates and test_entity_match.
 
 A frozen copy of meddevkg_core/entity_match.py and meddevkg_core/candidates.py (commit 71a2bb0),
 kept verbatim so the optimised implementation can be checked pair by pair against it. Do not edit.

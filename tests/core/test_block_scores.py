@@ -2,8 +2,10 @@
 
 import numpy as np
 
-from meddevkg_core.block_scores import score_blocks, vector_points
+from meddevkg_core import block_scores
+from meddevkg_core.block_scores import max_devices_per_block, score_blocks, vector_points
 from meddevkg_core.config import CandidateConfig
+from meddevkg_core.synthetic_corpus import SyntheticCorpus
 from tests.core.test_candidates import toy_inputs
 
 
@@ -33,3 +35,17 @@ def test_block_scores_cover_every_pair():
     blocks = list(score_blocks(toy_inputs(cfg), cfg))
     assert sum(len(b.device_ids) for b in blocks) == 5
     assert all(b.total.shape == (len(b.device_ids), 7) for b in blocks)
+
+
+def test_pair_budget_bounds_the_block() -> None:
+    cfg = CandidateConfig(device_block_size=64)
+    assert max_devices_per_block(cfg, 2_185) == 64
+    assert max_devices_per_block(cfg, 698_191) == (1 << 24) // 698_191 == 24
+    assert max_devices_per_block(cfg, 50_000_000) == 1
+
+
+def test_moments_match_float64(corpus: SyntheticCorpus) -> None:
+    exact = corpus.patent_vectors.astype(np.float64) @ corpus.device_vectors.T.astype(np.float64)
+    mean, std = block_scores._moments(corpus.patent_vectors, corpus.device_vectors, chunk=1_000)
+    np.testing.assert_allclose(mean, exact.mean(axis=1), atol=1e-6)
+    np.testing.assert_allclose(std, exact.std(axis=1), atol=1e-6)

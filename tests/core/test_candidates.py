@@ -1,16 +1,22 @@
-import itertools
+"""The admission rules and the Stage-2 pool. The hand-made ontology and mentions here (and toy_inputs) are
+also what test_entity_match, test_block_scores and test_siblings score."""
+
 from types import SimpleNamespace
 
 import numpy as np
 import polars as pl
 import pytest
 
-from meddevkg_core import schemas
-from meddevkg_core.block_scores import Stage2Inputs
+from meddevkg_core import block_scores, schemas
+from meddevkg_core.baselines import TfidfScorer
+from meddevkg_core.block_scores import Stage2Inputs, max_devices_per_block
 from meddevkg_core.candidates import admission, generate_candidates
 from meddevkg_core.config import Admission, CandidateConfig
 from meddevkg_core.entity_match import EntityMatcher, doc_keys
-from meddevkg_core.ontology import Ontology, normalize_term
+from meddevkg_core.ontology import Ontology, load_meddevonto, normalize_term
+from meddevkg_core.synthetic_corpus import SyntheticCorpus
+from tests.core import _stage2_before as before
+from tests.core.conftest import synthetic_inputs
 
 ONTO = Ontology.from_frames(
     pl.DataFrame({
@@ -52,84 +58,6 @@ PATENT_MENTIONS = schemas.conform(pl.DataFrame([
     mention("p6", "catheter", "C_CATH"),  # sibling of stent under C_DEV
 ]), schemas.MENTIONS)
 PATENT_IDS = ["p1", "p2", "p3", "p4", "p5", "p6", "p7"]
-
-
-def brute_force_entity(dev_ms, pat_ms, cfg):
-    """METHOD.md §2.5 written as literally as possible: the max over every pair of mentions."""
-    best = 0.0
-    for (dn, dc), (pn, pc) in itertools.product(dev_ms, pat_ms):
-        if dn == pn:
-            best = max(best, cfg.tier_s_points * ONTO.tier_s_category(dn)[1])
-        if dc and dc == pc:
-            best = max(best, cfg.tier_a_points * ONTO.weight(dc))
-        if dc and pc and dc != pc:
-            related = ONTO.parents(dc) & ONTO.parents(pc) or (
-                cfg.tier_b_parent_child and (dc in ONTO.parents(pc) or pc in ONTO.parents(dc)))
-            if related:
-                best = max(best, cfg.tier_b_points)
-    return best
-
-
-@pytest.mark.parametrize("parent_child", [True, False])
-def test_entity_scores_equal_the_literal_definition(parent_child):
-    cfg = CandidateConfig(tier_b_parent_child=parent_child)
-    matcher = EntityMatcher(doc_keys(DEVICE_MENTIONS, ONTO, cfg), doc_keys(PATENT_MENTIONS, ONTO, cfg),
-                            PATENT_IDS, cfg)
-    devices = ["D1", "D2", "D3", "D4", "D5"]
-    scores = matcher.score_block(devices)
-    for i, d in enumerate(devices):
-        dm = DEVICE_MENTIONS.filter(pl.col("doc_id") == d).select("norm", "concept_id").rows()
-        for j, p in enumerate(PATENT_IDS):
-            pm = PATENT_MENTIONS.filter(pl.col("doc_id") == p).select("norm", "concept_id").rows()
-            assert scores.score[i, j] == pytest.approx(brute_force_entity(dm, pm, cfg)), (d, p)
-
-
-def test_tiers_and_evidence_follow_the_paper():
-    cfg = CandidateConfig()
-    matcher = EntityMatcher(doc_keys(DEVICE_MENTIONS, ONTO, cfg), doc_keys(PATENT_MENTIONS, ONTO, cfg),
-                            PATENT_IDS, cfg)
-    scores = matcher.score_block(["D1", "D2", "D3", "D4"])
-    assert scores.score[0, 0] == 60 and scores.core[0, 0]  # Tier S anchor
-    assert scores.score[1, 1] == 50  # Tier A via the DES abbreviation
-    assert scores.score[1, 2] == 20  # Tier B: DES and BMS share the parent stent
-    assert scores.score[2, 3] == 48 and not scores.core[2, 3]  # Tier S SENSOR 0.8
-    assert scores.score[3, 4] == 30  # Tier S OTHER_LONG 0.5 (guidewire)
-    assert scores.score[0, 5] == 20  # stent and catheter are siblings under medical device
-    assert matcher.explain("D1", "p1") == ("S", "TierS:stent(DEVICE_TYPE,w=1.0)")
-    assert matcher.explain("D2", "p2") == ("A", "TierA:C_DES(DEVICE_TYPE,w=1.0)")
-    assert matcher.explain("D2", "p3") == ("B", "TierB:via_C_STENT")
-    assert matcher.explain("D1", "p7") == ("none", "")
-
-
-def _matcher(device_mentions: list[dict], patent_mentions: list[dict], cfg: CandidateConfig) -> EntityMatcher:
-    def keys(rows):
-        return doc_keys(schemas.conform(pl.DataFrame(rows), schemas.MENTIONS), ONTO, cfg)
-    return EntityMatcher(keys(device_mentions), keys(patent_mentions), ["p1"], cfg)
-
-
-def test_a_tier_b_relation_never_lowers_a_better_match_of_the_same_pair():
-    cfg = CandidateConfig()
-    # D: DES; p1: DES (Tier A, 50) and bare-metal stent (Tier B with DES via stent, 20)
-    matcher = _matcher([mention("D", "DES", "C_DES")],
-                       [mention("p1", "drug-eluting stent", "C_DES"), mention("p1", "bare-metal stent", "C_BMS")], cfg)
-    assert matcher.score_block(["D"]).score[0, 0] == 50
-    assert matcher.explain("D", "p1") == ("A", "TierA:C_DES(DEVICE_TYPE,w=1.0)")
-
-
-def test_under_a_uniform_weighting_a_pair_is_explained_by_the_match_that_scored_it():
-    # uniform_low gives every tier 6 points; the evidence compared the configured Tier-B points (20)
-    # with the Tier-A match's 6 and named the Tier-B relation, though the tie goes to Tier A
-    cfg = CandidateConfig(entity_weighting="uniform_low")
-    matcher = _matcher([mention("D", "DES", "C_DES")],
-                       [mention("p1", "drug-eluting stent", "C_DES"), mention("p1", "bare-metal stent", "C_BMS")], cfg)
-    assert matcher.score_block(["D"]).score[0, 0] == 6
-    assert matcher.explain("D", "p1")[0] == "A"
-
-
-def test_an_empty_norm_is_no_tier_s_match():
-    cfg = CandidateConfig()
-    matcher = _matcher([{**mention("D", "x", None), "norm": ""}], [{**mention("p1", "y", None), "norm": ""}], cfg)
-    assert matcher.score_block(["D"]).score[0, 0] == 0 and matcher.explain("D", "p1") == ("none", "")
 
 
 def test_each_admission_rule_admits_a_pair_at_its_cut_off_and_the_first_rule_wins():
@@ -195,3 +123,128 @@ def test_blocks_do_not_change_the_result():
     assert a.drop(floats).equals(b.drop(floats))
     for col in floats:  # BLAS rounding only
         np.testing.assert_allclose(a[col].to_numpy(), b[col].to_numpy(), atol=1e-5, equal_nan=True)
+
+
+# Stage 2 on the scale benchmark's synthetic corpus, against the implementation before the scale work
+
+MEDDEVONTO = load_meddevonto()
+FLOATS = ["sim", "sim_z_device", "sim_z_patent", "lexical", "sibling_sim_margin"]
+
+
+def _before_dossiers(new: pl.DataFrame) -> pl.DataFrame:
+    """`new` as the implementation before dossiers, siblings and decision years wrote it: without a
+    dossier scorer or decision years those columns are NaN (like `lexical` without one), and the old
+    frames hold the columns they did not have as null (schemas.conform). The sibling margins are
+    checked in test_siblings."""
+    assert new["dossier_lexical"].is_nan().all() and new["granted_after_last_decision"].is_nan().all()
+    return new.with_columns(pl.lit(None, schemas.CANDIDATES[c]).alias(c) for c in (
+        "dossier_lexical", "sibling_sim_margin", "sibling_lexical_margin", "company_device_count",
+        "granted_after_last_decision"))
+
+
+def _assert_same_pool(a: pl.DataFrame, b: pl.DataFrame, atol: float = 0.0) -> None:
+    assert a.height == b.height and a.schema == b.schema
+    assert a.drop(FLOATS).equals(b.drop(FLOATS))
+    for col in FLOATS:
+        np.testing.assert_allclose(a[col].to_numpy(), b[col].to_numpy(), rtol=0, atol=atol, equal_nan=True)
+
+
+def test_one_block_equals_many_blocks(corpus: SyntheticCorpus, monkeypatch: pytest.MonkeyPatch) -> None:
+    one = CandidateConfig(device_block_size=20)
+    pool = generate_candidates(synthetic_inputs(corpus, one), one)
+    assert pool.height > 0
+    for size in (1, 3, 7):
+        cfg = CandidateConfig(device_block_size=size)
+        _assert_same_pool(pool, generate_candidates(synthetic_inputs(corpus, cfg), cfg), atol=1e-5)  # BLAS rounding
+    monkeypatch.setattr(block_scores, "MAX_BLOCK_PAIRS", 2 * 3_000)  # the pair budget splits blocks too
+    assert max_devices_per_block(one, 3_000) == 2
+    _assert_same_pool(pool, generate_candidates(synthetic_inputs(corpus, one), one), atol=1e-5)
+
+
+@pytest.mark.parametrize("cfg", [
+    CandidateConfig(),
+    CandidateConfig(entity_weighting="uniform_low", tier_b_parent_child=False, device_block_size=3),
+    CandidateConfig(vector_mode="absolute", device_block_size=7),
+])
+def test_results_identical_to_the_implementation_before_the_scale_work(corpus: SyntheticCorpus,
+                                                                       cfg: CandidateConfig) -> None:
+    # company matches listed twice with different kinds: the later row must win, as before (as strings,
+    # the pipeline's dtype, which the old implementation was written for)
+    strings = corpus.company_matches.with_columns(pl.col("match_kind", "company_path").cast(pl.String))
+    company = pl.concat([strings, strings.head(50).with_columns(
+        pl.when(pl.col("match_kind") == "same").then(pl.lit("acquired")).otherwise(pl.lit("same"))
+        .alias("match_kind"))])
+    old_matcher = before.EntityMatcher(before.doc_keys(corpus.device_mentions, MEDDEVONTO, cfg),
+                                       before.doc_keys(corpus.patent_mentions, MEDDEVONTO, cfg), corpus.patent_ids,
+                                       cfg)
+    old_inputs = before.Stage2Inputs(corpus.device_ids, corpus.device_vectors, corpus.patent_ids,
+                                     corpus.patent_vectors, company, old_matcher, corpus.lexical)
+    old = before.generate_candidates(old_inputs, cfg)
+    new = _before_dossiers(generate_candidates(synthetic_inputs(corpus, cfg, company), cfg))
+    z = ["sim_z_device", "sim_z_patent"]
+    assert old.height > 100 and old.drop(z).equals(new.drop(z))  # every other column bit for bit
+    for col in z:  # the moments now go through BLAS instead of a naive einsum: float32 rounding only
+        np.testing.assert_allclose(old[col].to_numpy(), new[col].to_numpy(), rtol=1e-5, atol=1e-4)
+    # the entity scores of a block, every array
+    block = corpus.device_ids[:7]
+    a, b = old_matcher.score_block(block), synthetic_inputs(corpus, cfg).entities.score_block(block)
+    for field in ("score", "core", "tier_s", "matches"):
+        np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+
+
+def test_patents_in_any_order_give_the_pool_as_before(corpus: SyntheticCorpus) -> None:
+    """Columns not in pat_id order: each block's rows are ordered by patent id before it is cut."""
+    cfg = CandidateConfig(device_block_size=7)
+    perm = np.random.default_rng(1).permutation(len(corpus.patent_ids))
+    ids = [corpus.patent_ids[i] for i in perm]
+    vectors = corpus.patent_vectors[perm]
+    lexical = TfidfScorer(devices=corpus.lexical.devices, patents=corpus.lexical.patents.tocsr()[perm])
+    strings = corpus.company_matches.with_columns(pl.col("match_kind", "company_path").cast(pl.String))
+    dm, pm = corpus.device_mentions, corpus.patent_mentions
+    old_matcher = before.EntityMatcher(before.doc_keys(dm, MEDDEVONTO, cfg), before.doc_keys(pm, MEDDEVONTO, cfg), ids,
+                                       cfg)
+    old = before.generate_candidates(before.Stage2Inputs(corpus.device_ids, corpus.device_vectors, ids, vectors,
+                                                         strings, old_matcher, lexical), cfg)
+    matcher = EntityMatcher(doc_keys(dm, MEDDEVONTO, cfg), doc_keys(pm, MEDDEVONTO, cfg), ids, cfg)
+    new = _before_dossiers(generate_candidates(Stage2Inputs(corpus.device_ids, corpus.device_vectors, ids, vectors,
+                                                            corpus.company_matches, matcher, lexical), cfg))
+    z = ["sim_z_device", "sim_z_patent"]
+    assert old.height > 100 and old.drop(z).equals(new.drop(z))
+    for col in z:
+        np.testing.assert_allclose(old[col].to_numpy(), new[col].to_numpy(), rtol=1e-5, atol=1e-4)
+
+
+def test_compact_corpus_tables_give_the_same_pool(corpus: SyntheticCorpus) -> None:
+    """Categorical company columns and coded mentions are only a storage form: the pool is that of
+    the string tables, in one chunk per column."""
+    cfg = CandidateConfig(device_block_size=7)
+    strings = corpus.company_matches.with_columns(pl.col("match_kind", "company_path").cast(pl.String))
+    assert corpus.patent_mentions.schema == pl.Schema({"doc_id": pl.String, "norm": pl.String,
+                                                       "concept_id": pl.String})
+    a = generate_candidates(synthetic_inputs(corpus, cfg), cfg)
+    b = generate_candidates(synthetic_inputs(corpus, cfg, strings), cfg)
+    assert a.height > 100 and a.equals(b)
+    assert set(a.n_chunks("all")) == {1}
+
+
+@pytest.mark.parametrize("twice", [False, True])
+def test_devices_in_any_order_or_asked_twice_give_the_pool_as_before(corpus: SyntheticCorpus,
+                                                                    twice: bool) -> None:
+    """The pool is assembled column by column from the blocks' arrays (devices in id order whatever
+    order they are asked in); a device asked for twice goes through the frames, as before."""
+    cfg = CandidateConfig(device_block_size=3)
+    wanted = [corpus.device_ids[i] for i in np.random.default_rng(2).permutation(len(corpus.device_ids))[:11]]
+    if twice:
+        wanted += wanted[:2]
+    strings = corpus.company_matches.with_columns(pl.col("match_kind", "company_path").cast(pl.String))
+    dm, pm = corpus.device_mentions, corpus.patent_mentions
+    old_matcher = before.EntityMatcher(before.doc_keys(dm, MEDDEVONTO, cfg), before.doc_keys(pm, MEDDEVONTO, cfg),
+                                       corpus.patent_ids, cfg)
+    old = before.generate_candidates(before.Stage2Inputs(corpus.device_ids, corpus.device_vectors, corpus.patent_ids,
+                                                         corpus.patent_vectors, strings, old_matcher, corpus.lexical),
+                                     cfg, wanted)
+    new = generate_candidates(synthetic_inputs(corpus, cfg), cfg, wanted)
+    assert old.height > 100 and set(new.n_chunks("all")) == {1}
+    new = _before_dossiers(new)
+    # a device asked for twice lands in other blocks than in one pass: BLAS rounding of the cosine only
+    _assert_same_pool(old, new, atol=1e-4)

@@ -4,17 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
-import pytest
 
 from meddevkg_core.ontology import load_meddevonto
 from meddevkg_core.synthetic_corpus import SyntheticCorpus, synthetic_corpus
 
 ONTO = load_meddevonto()
-
-
-@pytest.fixture(scope="module")
-def corpus() -> SyntheticCorpus:
-    return synthetic_corpus(3_000, 20, seed=0)
 
 
 def test_synthetic_corpus_has_the_benchmark_shape(corpus: SyntheticCorpus) -> None:
