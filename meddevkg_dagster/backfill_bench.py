@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import duckdb
 import polars as pl
@@ -32,34 +32,47 @@ if TYPE_CHECKING:
     import dagster as dg
 
 
-def _core_device_links(tables: dict[str, pl.DataFrame], resources: dict[str, Any]
-                       ) -> tuple[int, dict[str, InputFile]]:
-    """The device partitions' work, straight through the core functions the assets call: the links made,
-    and the corpus files read (its tables and its own company tables, with their bytes' digest)."""
+class CoreLinks(NamedTuple):
+    """What the core side made and read: the pool and links the device assets store, and the files."""
+
+    pool: pl.DataFrame
+    links: pl.DataFrame
+    inputs: dict[str, InputFile]
+
+
+def core_device_links(tables: dict[str, pl.DataFrame], resources: dict[str, Any]) -> CoreLinks:
+    """The device partitions' work, straight through the core functions the assets call, with what they
+    pass them from the same resources: the devices' FDA supplements when `corpus.fda_pma_path`
+    (MEDDEVKG_FDA_PMA) is set, which make the dossier score and each device's deal window. So the pool and
+    links are those a run over every device stores; the files read (the corpus tables, its own company
+    tables, the FDA records) carry their bytes' digest."""
+    from meddevkg_core import schemas
     from meddevkg_core.candidates import generate_candidates
-    from meddevkg_core.companies import company_match_table
     from meddevkg_core.cross_encoder import score_candidate_pairs
     from meddevkg_core.embeddings import embed_documents
     from meddevkg_core.entities import extract_mentions, load_spacy_pipeline
     from meddevkg_core.fold_models import FoldModels, apply_fold_models
     from meddevkg_core.links_table import links_frame
-    from meddevkg_core.pipeline import documents, stage2_inputs
+    from meddevkg_core.pipeline import documents
     from meddevkg_core.rerank import feature_frame
     from meddevkg_core.reranked_links import decide, with_ranks
     from meddevkg_core.text_adapter import Vectors
+    from meddevkg_dagster.assets.linking import stage2_inputs_of
     from meddevkg_dagster.assets.sources import ontology_from_table
 
     corpus, model = resources["corpus"], resources["embedding_model"]
     config = resources["pipeline_config"].config()
     loaded, resolver = corpus.load(), corpus.resolver()
     devices, patents = loaded.devices, tables["patents"].sort("pat_id")
+    fda = corpus.supplements(devices["fda_id"].to_list())  # as pma_documents reads them: every device
+    supplements = schemas.empty(schemas.SUPPLEMENTS) if fda is None else fda[0].valid
     onto = ontology_from_table(tables["meddevonto"])
     docs = documents(devices, "fda_id")
     mentions = extract_mentions(docs, onto, load_spacy_pipeline()).mentions
     vectors = embed_documents(docs, model.encoder(), model.cache())
-    matches = company_match_table(devices, patents, resolver)
-    inputs = stage2_inputs(vectors, tables["patent_embeddings"].sort("doc_id"), mentions, tables["patent_entities"],
-                           matches, onto, config, devices, patents)
+    inputs = stage2_inputs_of(corpus, resources["sources"], config, devices, supplements, patents, vectors,
+                              tables["patent_embeddings"], mentions, tables["patent_entities"], tables["meddevonto"],
+                              resolver)
     pool = generate_candidates(inputs, config.candidates)
     ce = resources["cross_encoder"]
     scores = score_candidate_pairs(pool, devices, patents, ce.scorer(), ce.config().max_chars, ce.config().batch_size)
@@ -67,12 +80,13 @@ def _core_device_links(tables: dict[str, pl.DataFrame], resources: dict[str, Any
     embeddings = Vectors.of(vectors, tables["patent_embeddings"], devices)
     scored = decide(apply_fold_models(feature_frame(pool, scores), models, embeddings), config.rerank)
     ranked = with_ranks(scored, models, embeddings, config.rerank)
-    return links_frame(ranked).height, {**loaded.inputs, **resolver.inputs}
+    read = {**loaded.inputs, **resolver.inputs, **({"fda_pma": fda[1]} if fda else {})}
+    return CoreLinks(pool, links_frame(ranked), read)
 
 
 def source_inputs(result: dg.ExecuteInProcessResult) -> dict[str, Any]:
     """The files a run's pma_documents read, as its materialisation metadata names them (`inputs`): the
-    corpus devices, and MEDDEVKG_FDA_PMA's records when it is set (the core side reads none)."""
+    corpus devices, and MEDDEVKG_FDA_PMA's records when it is set (the core side reads them too)."""
     import dagster as dg
 
     read: dict[str, Any] = {}
@@ -144,7 +158,7 @@ def run_backfill_bench(corpus_dir: Path, runs: int = 3, patent_copies: int = 1) 
     wall: dict[str, list[float]] = {"dagster": [], "core": []}
     cpu: dict[str, list[float]] = {"dagster": [], "core": []}
     links, read = 0, {}
-    needed = {k: resources[k] for k in ("corpus", "embedding_model", "pipeline_config", "cross_encoder")}
+    needed = {k: resources[k] for k in ("corpus", "sources", "embedding_model", "pipeline_config", "cross_encoder")}
     with dg.build_resources(needed) as resolved:  # EnvVar settings resolved as a run resolves them
         for _ in range(runs):
             with _timed(wall["dagster"], cpu["dagster"]):
@@ -152,8 +166,8 @@ def run_backfill_bench(corpus_dir: Path, runs: int = 3, patent_copies: int = 1) 
             if not result.success:
                 raise RuntimeError("device_links_job failed; see the log above")
             with _timed(wall["core"], cpu["core"]):
-                links, core_read = _core_device_links(tables, {k: getattr(resolved, k) for k in needed})
-            read = {**inputs_json(core_read), **source_inputs(result)}
+                core = core_device_links(tables, {k: getattr(resolved, k) for k in needed})
+            links, read = core.links.height, {**inputs_json(core.inputs), **source_inputs(result)}
     d, c = statistics.median(wall["dagster"]), statistics.median(wall["core"])
     d_cpu, c_cpu = statistics.median(cpu["dagster"]), statistics.median(cpu["core"])
     return {"corpus": str(corpus_dir), "devices": len(keys), "patents": tables["patents"].height, "links": links,

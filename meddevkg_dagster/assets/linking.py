@@ -8,6 +8,7 @@ from meddevkg_core import schemas
 from meddevkg_core.block_scores import Stage2Inputs
 from meddevkg_core.candidates import collect_candidates
 from meddevkg_core.companies import build_company_dictionary
+from meddevkg_core.company_resolver import CompanyResolver
 from meddevkg_core.config import PipelineConfig
 from meddevkg_core.cross_encoder import score_candidate_pairs
 from meddevkg_core.fold_models import FoldModels, RerankerTrainingError, fit_fold_models
@@ -51,11 +52,13 @@ def stage2_inputs_of(corpus: CorpusResource, sources: SourcesResource, config: P
                      pma_documents: pl.DataFrame, pma_supplements: pl.DataFrame, patents: pl.DataFrame,
                      device_embeddings: pl.DataFrame, patent_embeddings: pl.DataFrame,
                      device_entities: pl.DataFrame, patent_entities: pl.DataFrame,
-                     meddevonto: pl.DataFrame) -> Stage2Inputs:
+                     meddevonto: pl.DataFrame, resolver: CompanyResolver | None = None) -> Stage2Inputs:
+    """The candidate pool's inputs, with the devices' supplements where FDA records are read; `resolver`
+    is the corpus's (`corpus.resolver()`) when the caller already holds it."""
     # Patent-side tables arrive year by year from the store: a fixed order keeps the run reproducible.
     patents, patent_embeddings = patents.sort("pat_id"), patent_embeddings.sort("doc_id")
     supplements = dossier_supplements(corpus, sources, pma_supplements)
-    matches = market_company_matches(pma_documents, supplements, patents, corpus.resolver())
+    matches = market_company_matches(pma_documents, supplements, patents, resolver or corpus.resolver())
     return stage2_inputs(device_embeddings, patent_embeddings, device_entities, patent_entities, matches,
                          ontology_from_table(meddevonto), config, pma_documents, patents, supplements)
 

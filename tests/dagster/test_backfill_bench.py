@@ -13,6 +13,7 @@ import dagster as dg
 import duckdb
 import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
 from meddevkg_core.demo import demo_corpus_dir
 
@@ -55,23 +56,53 @@ def test_bench_backfill_times_one_run_against_the_core_and_both_produce_the_same
                                          "acquisitions": demo / "acquisitions.csv"})
 
 
-def test_the_fda_records_a_dagster_run_read_are_taken_from_its_source_asset(harness, tmp_path):
-    # MEDDEVKG_FDA_PMA is read by the Dagster side's pma_documents alone: its run names the file's bytes
+def _with_fda_records(harness, tmp_path) -> tuple[list[str], Path]:
+    """Every demo device registered, and MEDDEVKG_FDA_PMA set to a small records file: supplements of the
+    first device, and a 2018 one of Sealpoint's, after Meridian bought PulseWave (a company match by deal)."""
     from meddevkg_core.corpus import read_corpus
-    from meddevkg_dagster.backfill_bench import source_inputs
     from meddevkg_dagster.resources import CorpusResource
 
     keys = read_corpus(harness.corpus).devices["fda_id"].sort().to_list()
     harness.register(keys)
     fda = tmp_path / "pma.parquet"
-    pl.DataFrame({"submission_number": [keys[0], f"{keys[0]}/S001"], "date_decision": ["2020-01-01", "2021-01-01"],
-                  "device": ["X", "NEW MODEL"], "approval_order_statement": ["original", "A new shaft."]}
+    pl.DataFrame({"submission_number": [keys[0], f"{keys[0]}/S001", "P909020/S001"],
+                  "date_decision": ["2020-01-01", "2021-01-01", "2018-05-01"],
+                  "device": ["X", "NEW MODEL", "SEALPOINT"],
+                  "approval_order_statement": ["original", "A new shaft.", "A change to the anchor supplier."]}
                  ).write_parquet(fda)
     harness.resources["corpus"] = CorpusResource(path=str(harness.corpus), fda_pma_path=str(fda))
+    return keys, fda
+
+
+def test_the_fda_records_a_dagster_run_read_are_taken_from_its_source_asset(harness, tmp_path):
+    # MEDDEVKG_FDA_PMA is read by the Dagster side's pma_documents: its run names the file's bytes
+    from meddevkg_dagster.backfill_bench import source_inputs
+
+    keys, fda = _with_fda_records(harness, tmp_path)
     result = harness.materialize(dg.AssetSelection.assets("pma_documents").required_multi_asset_neighbors(),
                                  partition_range=(keys[0], keys[-1]))
     assert result.success
     assert source_inputs(result) == _digests({"devices": harness.corpus / "devices.jsonl", "fda_pma": fda})
+
+
+def test_with_fda_records_the_core_side_makes_the_pool_and_links_the_dagster_run_stored(harness, tmp_path):
+    # The supplements make the dossier score and extend a device's deal window: both sides read them
+    from meddevkg_core.lineage import inputs_json
+    from meddevkg_dagster.backfill_bench import core_device_links
+
+    keys, fda = _with_fda_records(harness, tmp_path)
+    assert harness.materialize(partition_range=(keys[0], keys[-1])).success
+    tables = {t: harness.table(t) for t in
+              ("patents", "patent_embeddings", "patent_entities", "meddevonto", "reranker_model")}
+    core = core_device_links(tables, harness.resources)
+    pair = ["fda_id", "pat_id"]
+    assert_frame_equal(core.pool.sort(pair), harness.table("candidate_pool").sort(pair), check_dtypes=False)
+    assert_frame_equal(core.links.sort(pair), harness.table("reranked_links").sort(pair), check_dtypes=False)
+    demo = harness.corpus  # the files it read, the FDA records among them
+    assert inputs_json(core.inputs) == _digests({"devices": demo / "devices.jsonl", "patents": demo / "patents.csv",
+                                                 "gold_links": demo / "gold_links.csv",
+                                                 "labeled_pairs": demo / "labeled_pairs.csv",
+                                                 "acquisitions": demo / "acquisitions.csv", "fda_pma": fda})
 
 
 def test_replicating_the_patent_tables_copies_every_row_under_new_ids():
