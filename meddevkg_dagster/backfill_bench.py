@@ -43,17 +43,18 @@ class CoreLinks(NamedTuple):
 def core_device_links(tables: dict[str, pl.DataFrame], resources: dict[str, Any]) -> CoreLinks:
     """The device partitions' work, straight through the core functions the assets call, with what they
     pass them from the same resources: the devices' FDA supplements when `corpus.fda_pma_path`
-    (MEDDEVKG_FDA_PMA) is set, which make the dossier score and each device's deal window. So the pool and
-    links are those a run over every device stores; the files read (the corpus tables, its own company
-    tables, the FDA records) carry their bytes' digest."""
+    (MEDDEVKG_FDA_PMA) is set, which make the dossier score and each device's deal window, and the
+    configured entity extractor (MEDDEVKG_ENTITY_EXTRACTOR). So the pool and links are those a run over
+    every device stores; the files read (the corpus tables, its own company tables, the FDA records) carry
+    their bytes' digest."""
     from meddevkg_core import schemas
     from meddevkg_core.candidates import generate_candidates
     from meddevkg_core.cross_encoder import score_candidate_pairs
     from meddevkg_core.embeddings import embed_documents
-    from meddevkg_core.entities import extract_mentions, load_spacy_pipeline
     from meddevkg_core.fold_models import FoldModels, apply_fold_models
     from meddevkg_core.links_table import links_frame
     from meddevkg_core.pipeline import documents
+    from meddevkg_core.progress import no_progress
     from meddevkg_core.rerank import feature_frame
     from meddevkg_core.reranked_links import decide, with_ranks
     from meddevkg_core.text_adapter import Vectors
@@ -66,13 +67,13 @@ def core_device_links(tables: dict[str, pl.DataFrame], resources: dict[str, Any]
     devices, patents = loaded.devices, tables["patents"].sort("pat_id")
     fda = corpus.supplements(devices["fda_id"].to_list())  # as pma_documents reads them: every device
     supplements = schemas.empty(schemas.SUPPLEMENTS) if fda is None else fda[0].valid
-    onto = ontology_from_table(tables["meddevonto"])
     docs = documents(devices, "fda_id")
-    mentions = extract_mentions(docs, onto, load_spacy_pipeline()).mentions
+    extracted, _ = resources["entity_extractor"].extract("device", docs, ontology_from_table(tables["meddevonto"]),
+                                                         no_progress)  # as device_entities does
     vectors = embed_documents(docs, model.encoder(), model.cache())
     inputs = stage2_inputs_of(corpus, resources["sources"], config, devices, supplements, patents, vectors,
-                              tables["patent_embeddings"], mentions, tables["patent_entities"], tables["meddevonto"],
-                              resolver)
+                              tables["patent_embeddings"], extracted.mentions, tables["patent_entities"],
+                              tables["meddevonto"], resolver)
     pool = generate_candidates(inputs, config.candidates)
     ce = resources["cross_encoder"]
     scores = score_candidate_pairs(pool, devices, patents, ce.scorer(), ce.config().max_chars, ce.config().batch_size)
@@ -158,7 +159,8 @@ def run_backfill_bench(corpus_dir: Path, runs: int = 3, patent_copies: int = 1) 
     wall: dict[str, list[float]] = {"dagster": [], "core": []}
     cpu: dict[str, list[float]] = {"dagster": [], "core": []}
     links, read = 0, {}
-    needed = {k: resources[k] for k in ("corpus", "sources", "embedding_model", "pipeline_config", "cross_encoder")}
+    needed = {k: resources[k] for k in ("corpus", "sources", "entity_extractor", "embedding_model", "pipeline_config",
+                                        "cross_encoder")}
     with dg.build_resources(needed) as resolved:  # EnvVar settings resolved as a run resolves them
         for _ in range(runs):
             with _timed(wall["dagster"], cpu["dagster"]):

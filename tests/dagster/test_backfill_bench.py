@@ -74,6 +74,19 @@ def _with_fda_records(harness, tmp_path) -> tuple[list[str], Path]:
     return keys, fda
 
 
+def _core_as_stored(harness, resources):
+    """The core side's work on the harness's store, after checking its pool and links are the stored ones."""
+    from meddevkg_dagster.backfill_bench import core_device_links
+
+    tables = {t: harness.table(t) for t in
+              ("patents", "patent_embeddings", "patent_entities", "meddevonto", "reranker_model")}
+    core = core_device_links(tables, resources)
+    pair = ["fda_id", "pat_id"]
+    assert_frame_equal(core.pool.sort(pair), harness.table("candidate_pool").sort(pair), check_dtypes=False)
+    assert_frame_equal(core.links.sort(pair), harness.table("reranked_links").sort(pair), check_dtypes=False)
+    return core
+
+
 def test_the_fda_records_a_dagster_run_read_are_taken_from_its_source_asset(harness, tmp_path):
     # MEDDEVKG_FDA_PMA is read by the Dagster side's pma_documents: its run names the file's bytes
     from meddevkg_dagster.backfill_bench import source_inputs
@@ -88,16 +101,10 @@ def test_the_fda_records_a_dagster_run_read_are_taken_from_its_source_asset(harn
 def test_with_fda_records_the_core_side_makes_the_pool_and_links_the_dagster_run_stored(harness, tmp_path):
     # The supplements make the dossier score and extend a device's deal window: both sides read them
     from meddevkg_core.lineage import inputs_json
-    from meddevkg_dagster.backfill_bench import core_device_links
 
     keys, fda = _with_fda_records(harness, tmp_path)
     assert harness.materialize(partition_range=(keys[0], keys[-1])).success
-    tables = {t: harness.table(t) for t in
-              ("patents", "patent_embeddings", "patent_entities", "meddevonto", "reranker_model")}
-    core = core_device_links(tables, harness.resources)
-    pair = ["fda_id", "pat_id"]
-    assert_frame_equal(core.pool.sort(pair), harness.table("candidate_pool").sort(pair), check_dtypes=False)
-    assert_frame_equal(core.links.sort(pair), harness.table("reranked_links").sort(pair), check_dtypes=False)
+    core = _core_as_stored(harness, harness.resources)
     demo = harness.corpus  # the files it read, the FDA records among them
     assert inputs_json(core.inputs) == _digests({"devices": demo / "devices.jsonl", "patents": demo / "patents.csv",
                                                  "gold_links": demo / "gold_links.csv",
@@ -155,3 +162,21 @@ def test_a_benchmark_home_given_on_the_command_line_is_kept(tmp_path):
         home.mkdir()
         (home / "warehouse.duckdb").write_bytes(b"x")
     assert (tmp_path / "kept" / "warehouse.duckdb").is_file()
+
+
+def test_the_core_side_extracts_device_mentions_with_the_configured_extractor(harness, llm):
+    # MEDDEVKG_ENTITY_EXTRACTOR=llm: device_entities asks the LLM, and so does the core side
+    from meddevkg_core.corpus import read_corpus
+    from meddevkg_dagster.jobs import DEVICE_ASSETS
+    from meddevkg_dagster.resources import build_resources
+
+    keys = read_corpus(harness.corpus).devices["fda_id"].sort().to_list()
+    harness.register(keys)
+    assert harness.materialize(partition_range=(keys[0], keys[-1])).success  # spaCy: the patents and reranker
+    harness.resources["entity_extractor"] = build_resources()["entity_extractor"]
+    assert harness.materialize(DEVICE_ASSETS, partition_range=(keys[0], keys[-1])).success  # device_links_job
+    assert set(harness.table("device_entities")["norm"]) <= {"stent", "balloon", "catheter", "electrode", "pacemaker"}
+    needed = {k: harness.resources[k] for k in
+              ("corpus", "sources", "entity_extractor", "embedding_model", "pipeline_config", "cross_encoder")}
+    with dg.build_resources(needed) as resolved:  # the LLM settings are EnvVars, resolved as the bench does
+        _core_as_stored(harness, {k: getattr(resolved, k) for k in needed})
