@@ -119,10 +119,7 @@ def test_blocks_do_not_change_the_result():
     big = CandidateConfig(device_block_size=64)
     small = CandidateConfig(device_block_size=1)
     a, b = generate_candidates(toy_inputs(big), big), generate_candidates(toy_inputs(small), small)
-    floats = ["sim", "sim_z_device", "sim_z_patent", "lexical", "sibling_sim_margin"]
-    assert a.drop(floats).equals(b.drop(floats))
-    for col in floats:  # BLAS rounding only
-        np.testing.assert_allclose(a[col].to_numpy(), b[col].to_numpy(), atol=1e-5, equal_nan=True)
+    _assert_same_pool(a, b, atol=1e-5)  # the float columns: BLAS rounding only
 
 
 # Stage 2 on the scale benchmark's synthetic corpus, against the implementation before the scale work
