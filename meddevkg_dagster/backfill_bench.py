@@ -4,7 +4,9 @@ The graph is materialised once (patents, reranker and caches warm), then two thi
 alternately `runs` times: `device_links_job` over every device partition as one run (IO manager
 reads and writes, events, checks), and the same steps called directly on in-memory inputs
 (device mentions and embeddings, Stage 2, cross-encoder, Stage 3 with evidence and ranks). The ratio of the
-medians is what the orchestration adds; it is given for wall time and for the process's CPU time.
+medians is what the orchestration adds; it is given for wall time and for the process's CPU time. After
+the runs, the core side's pool and links must be the (fda_id, pat_id) pairs the run stored, or the ratio
+would compare unlike work.
 
 Dagster's cost is mostly per partition and asset (events, IO manager calls), the core's grows with
 the patents each device is scored against. `patent_copies` > 1 shows how the ratio moves toward
@@ -18,7 +20,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -127,6 +129,30 @@ def _timed(wall: list[float], cpu: list[float]) -> Iterator[None]:
     cpu.append(time.process_time() - start_cpu)
 
 
+PAIR = ["fda_id", "pat_id"]
+SAME_WORK = {"candidate_pool": "pool pairs", "reranked_links": "links"}
+"""The tables a device_links_job run stores that the core side also makes (CoreLinks' pool and links)."""
+
+
+def different_work(what: str, made: pl.DataFrame, stored: pl.DataFrame) -> str | None:
+    """Why the core side's rows are not the run's, in one line, or None when they are the same pairs."""
+    unstored = made.select(PAIR).join(stored.select(PAIR), on=PAIR, how="anti").height
+    if made.height == stored.height and not unstored:
+        return None
+    detail = f" ({unstored} of its pairs not among them)" if unstored else ""
+    return (f"bench-backfill: the core side made {made.height} {what}, the Dagster run stored {stored.height}"
+            f"{detail}: the two sides did different work, the ratio would mislead")
+
+
+def check_same_work(core: CoreLinks, database: Path) -> None:
+    """The core side's pool and links against those the last run stored: a change to an asset the core side
+    does not follow would otherwise go on timing unlike work, unnoticed."""
+    with duckdb.connect(str(database), read_only=True) as con:
+        for (table, what), made in zip(SAME_WORK.items(), (core.pool, core.links), strict=True):
+            if reason := different_work(what, made, con.sql(f"select fda_id, pat_id from meddevkg.{table}").pl()):
+                raise RuntimeError(reason)
+
+
 def run_backfill_bench(corpus_dir: Path, runs: int = 3, patent_copies: int = 1) -> dict[str, Any]:
     """Materialise the corpus under the current MEDDEVKG_HOME, then time Dagster vs core `runs` times; the
     report names the files both sides read (`inputs`: path, size, SHA-256, as run reports record them)."""
@@ -139,21 +165,31 @@ def run_backfill_bench(corpus_dir: Path, runs: int = 3, patent_copies: int = 1) 
 
     materialize_corpus(corpus_dir)
     from meddevkg_dagster.definitions import defs
-    from meddevkg_dagster.partitions import PMA_DEVICES, range_tags
     from meddevkg_dagster.resources import setting_value
 
-    instance = dg.DagsterInstance.get()
-    keys = instance.get_dynamic_partitions(PMA_DEVICES)
     resources = defs.resources
     assert resources is not None  # build_definitions always gives the resources
-    database = setting_value(resources["io_manager"].database)
+    database = Path(setting_value(resources["io_manager"].database))
+    report = time_backfill(dg.DagsterInstance.get(), defs.resolve_job_def("device_links_job"), resources, database,
+                           runs, patent_copies)
+    return {"corpus": str(corpus_dir), **report}
+
+
+def time_backfill(instance: dg.DagsterInstance, job: dg.JobDefinition, resources: Mapping[str, Any], database: Path,
+                  runs: int, patent_copies: int) -> dict[str, Any]:
+    """On a materialised store: `job` (device_links_job) over every device partition vs the core, `runs`
+    times; then the core side's pool and links are checked against those the last run stored."""
+    import dagster as dg
+
+    from meddevkg_dagster.partitions import PMA_DEVICES, range_tags
+
+    keys = instance.get_dynamic_partitions(PMA_DEVICES)
     if patent_copies > 1:
         with duckdb.connect(str(database)) as con:
             replicate_patent_tables(con, patent_copies)
     with duckdb.connect(str(database), read_only=True) as con:
         tables = {t: con.sql(f"select * from meddevkg.{t}").pl() for t in
                   ("patents", "patent_embeddings", "patent_entities", "meddevonto", "reranker_model")}
-    job = defs.resolve_job_def("device_links_job")
     tags = range_tags(keys[0], keys[-1])
     quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
     wall: dict[str, list[float]] = {"dagster": [], "core": []}
@@ -170,9 +206,10 @@ def run_backfill_bench(corpus_dir: Path, runs: int = 3, patent_copies: int = 1) 
             with _timed(wall["core"], cpu["core"]):
                 core = core_device_links(tables, {k: getattr(resolved, k) for k in needed})
             links, read = core.links.height, {**inputs_json(core.inputs), **source_inputs(result)}
+    check_same_work(core, database)
     d, c = statistics.median(wall["dagster"]), statistics.median(wall["core"])
     d_cpu, c_cpu = statistics.median(cpu["dagster"]), statistics.median(cpu["core"])
-    return {"corpus": str(corpus_dir), "devices": len(keys), "patents": tables["patents"].height, "links": links,
+    return {"devices": len(keys), "patents": tables["patents"].height, "links": links,
             "runs": runs, "patent_copies": patent_copies, "dagster_runs_per_backfill": 1,
             # milliseconds: on a small corpus the core's time is a fraction of a second, and its ratio
             # is read back from these figures

@@ -112,6 +112,41 @@ def test_with_fda_records_the_core_side_makes_the_pool_and_links_the_dagster_run
                                                  "acquisitions": demo / "acquisitions.csv", "fda_pma": fda})
 
 
+def test_a_core_side_that_made_other_links_than_the_run_stored_is_an_error(harness, monkeypatch):
+    # A future change to an asset the core side does not follow: the ratio would compare unlike work
+    from meddevkg_core.corpus import read_corpus
+    from meddevkg_dagster import backfill_bench
+    from meddevkg_dagster.checks import CHECKS
+    from meddevkg_dagster.jobs import device_links_job
+    from tests.dagster.conftest import ASSETS
+
+    keys = read_corpus(harness.corpus).devices["fda_id"].sort().to_list()
+    harness.register(keys)
+    assert harness.materialize(partition_range=(keys[0], keys[-1])).success
+    made = backfill_bench.core_device_links
+    monkeypatch.setattr(backfill_bench, "core_device_links",  # one link fewer than the assets make
+                        lambda tables, resources: (core := made(tables, resources))._replace(links=core.links[1:]))
+    job = dg.Definitions(assets=ASSETS, asset_checks=CHECKS, jobs=[device_links_job],
+                         resources=harness.resources).resolve_job_def("device_links_job")
+    stored = harness.table("reranked_links").height
+    with pytest.raises(RuntimeError, match=rf"^bench-backfill: the core side made {stored - 1} links, the Dagster "
+                                           rf"run stored {stored}: the two sides did different work"):
+        backfill_bench.time_backfill(harness.instance, job, harness.resources, harness.db, runs=1, patent_copies=1)
+
+
+def test_the_core_side_s_pairs_are_compared_with_the_stored_ones_not_only_counted():
+    from meddevkg_dagster.backfill_bench import different_work
+
+    stored = pl.DataFrame({"fda_id": ["P1", "P1"], "pat_id": ["A", "B"], "decision": [True, False]})
+    assert different_work("links", stored.reverse(), stored) is None
+    assert different_work("links", stored[:1].with_columns(pat_id=pl.lit("C")), stored) == (
+        "bench-backfill: the core side made 1 links, the Dagster run stored 2 (1 of its pairs not among them): "
+        "the two sides did different work, the ratio would mislead")
+    swapped = stored.with_columns(pat_id=pl.Series(["A", "C"]))
+    assert "made 2 pool pairs, the Dagster run stored 2 (1 of its pairs not among them)" in different_work(
+        "pool pairs", swapped, stored)
+
+
 def test_replicating_the_patent_tables_copies_every_row_under_new_ids():
     from meddevkg_dagster.backfill_bench import replicate_patent_tables
 
