@@ -153,6 +153,20 @@ def check_same_work(core: CoreLinks, database: Path) -> None:
                 raise RuntimeError(reason)
 
 
+def refuse_other_devices() -> None:
+    """MEDDEVKG_DEVICE_SOURCE=openfda, read as the `sources` resource reads it, is refused before anything is
+    materialised: the Dagster run would fetch the devices from openFDA, the core side reads the corpus's."""
+    from meddevkg_core.errors import InputError
+    from meddevkg_dagster.resources import SourcesResource, setting_value, source_resources
+
+    sources = source_resources()["sources"]
+    assert isinstance(sources, SourcesResource)
+    if (source := setting_value(sources.device_source)) == "openfda":
+        raise InputError(f"bench-backfill: MEDDEVKG_DEVICE_SOURCE={source}: the Dagster run would fetch the devices "
+                         "from openFDA while the core side reads the corpus's, so the ratio would compare unlike "
+                         "work; unset it or set it to corpus")
+
+
 def run_backfill_bench(corpus_dir: Path, runs: int = 3, patent_copies: int = 1) -> dict[str, Any]:
     """Materialise the corpus under the current MEDDEVKG_HOME, then time Dagster vs core `runs` times; the
     report names the files both sides read (`inputs`: path, size, SHA-256, as run reports record them)."""
@@ -160,6 +174,7 @@ def run_backfill_bench(corpus_dir: Path, runs: int = 3, patent_copies: int = 1) 
 
     if patent_copies < 1:  # before the corpus is materialised, not after
         raise ValueError(f"patent_copies must be at least 1, got {patent_copies}")
+    refuse_other_devices()
 
     from meddevkg_dagster.cli import materialize_corpus
 

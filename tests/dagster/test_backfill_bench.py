@@ -175,6 +175,19 @@ def test_bench_backfill_refuses_fewer_than_one_patent_copy_before_any_work(tmp_p
     assert not any(tmp_path.iterdir())
 
 
+def test_bench_backfill_refuses_openfda_devices_before_any_work(tmp_path, monkeypatch):
+    # The Dagster side would fetch the devices from openFDA, the core side reads the corpus's
+    from meddevkg_core.errors import InputError
+    from meddevkg_dagster.backfill_bench import run_backfill_bench
+
+    monkeypatch.setenv("MEDDEVKG_HOME", str(tmp_path))
+    monkeypatch.setenv("MEDDEVKG_DEVICE_SOURCE", "openfda")
+    monkeypatch.setenv("MEDDEVKG_OPENFDA_URL", "http://127.0.0.1:9")  # never the real openFDA, whatever happens
+    with pytest.raises(InputError, match=r"^bench-backfill: MEDDEVKG_DEVICE_SOURCE=openfda: .*corpus"):
+        run_backfill_bench(demo_corpus_dir(), runs=1)
+    assert not any(tmp_path.iterdir())
+
+
 def test_a_benchmark_home_nobody_asked_for_is_removed_even_when_the_run_fails(tmp_path, monkeypatch):
     from meddevkg_dagster.cli import backfill_home
 
