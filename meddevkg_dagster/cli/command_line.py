@@ -10,6 +10,7 @@ import argparse
 import os
 import signal
 import sys
+from collections.abc import Callable
 
 from meddevkg_core.embeddings import BACKENDS, DEVICES
 from meddevkg_core.errors import InputError
@@ -33,6 +34,21 @@ from meddevkg_dagster.cli.pipeline_commands import (
     select_devices_command,
 )
 from meddevkg_dagster.cli.pipeline_setup import CROSS_ENCODER_BACKENDS, ENTITY_EXTRACTOR_ENV, ENTITY_EXTRACTORS
+
+
+def at_least(smallest: int) -> Callable[[str], int]:
+    """An argparse `type`: an int of at least `smallest`, so that a count no command can use (0 runs, 1 fold,
+    -1 rows) is refused in argparse's one usage line before any work, not in a traceback deep inside, after
+    the corpus is materialised, or by running with another value unsaid. Not a number: argparse's own
+    "invalid int value" line, as for `type=int`."""
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < smallest:
+            raise argparse.ArgumentTypeError(f"must be at least {smallest}, got {value}")
+        return value
+
+    parse.__name__ = "int"  # argparse names the type by it in "invalid int value: 'x'"
+    return parse
 
 
 def _add_model_options(p: argparse.ArgumentParser, *, cache: bool = True) -> None:
@@ -71,7 +87,7 @@ def _add_app_source(p: argparse.ArgumentParser) -> None:
     p.add_argument("--links", help="a `meddevkg run`/`benchmark` output directory instead of the store")
     p.add_argument("--corpus", help="with --links: the corpus directory (default: the one named by the newer of "
                    "its report.json and summary.json, else $MEDDEVKG_CORPUS)")
-    p.add_argument("--limit", type=int, default=20,
+    p.add_argument("--limit", type=at_least(1), default=20,
                    help="rows printed per table (default %(default)s; trajectory's table by year is printed whole)")
     p.add_argument("--min-probability", type=float, default=0.0,
                    help="only links at least this probable (default %(default)s: every link; the link set also "
@@ -164,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
                          help="device-grouped cross-validation of pair classifiers on a labelled pair file")
     pcv.add_argument("--pairs", required=True, help="file with fda_id, pat_id, device_text, patent_text, label")
     pcv.add_argument("--out", required=True, help="output directory")
-    pcv.add_argument("--folds", type=int, default=5,
+    # a fold's devices are scored by a model trained on the other folds': one fold has no other
+    pcv.add_argument("--folds", type=at_least(2), default=5,
                      help="cross-validation folds, each holding out whole device groups (devices sharing a device "
                           "text, a patent or a patent text) (default %(default)s)")
     pcv.add_argument("--seed", type=int, default=42,
@@ -180,12 +197,12 @@ def main(argv: list[str] | None = None) -> int:
     bex.add_argument("--corpus", required=True, help="corpus directory (devices, patents, gold_links)")
     bex.add_argument("--llm-entities", help="LLM entities per gold pair (default: gold_pair_llm_entities.parquet "
                      "in the corpus directory, if present)")
-    bex.add_argument("--runs", type=int, default=3,
+    bex.add_argument("--runs", type=at_least(1), default=3,
                      help="timed runs per n_process value (median reported; default %(default)s); the LLM is timed "
                      "in one run, since a second would read the replies of the first")
-    bex.add_argument("--n-process", type=int, nargs="+", default=[1, 2],
+    bex.add_argument("--n-process", type=at_least(1), nargs="+", default=[1, 2],
                      help="spaCy process counts to time (not applicable to the LLM; default %(default)s)")
-    bex.add_argument("--random-pairs", type=int, default=20,
+    bex.add_argument("--random-pairs", type=at_least(1), default=20,
                      help="random non-gold pairs per gold device (default %(default)s)")
     bex.add_argument("--seed", type=int, default=42,
                      help="seed of the random non-gold pairs drawn per gold device (default %(default)s)")
@@ -199,35 +216,37 @@ def main(argv: list[str] | None = None) -> int:
     crep.add_argument("--out", help="also write the full report (with its lists) as a JSON file")
     crep.set_defaults(func=company_report_command)
     bsc = sub.add_parser("bench-scale", help="Stage 2 + 3 over a synthetic corpus of the paper's size (no encoder)")
-    bsc.add_argument("--patents", type=int, default=698_191,
+    bsc.add_argument("--patents", type=at_least(1), default=698_191,
                      help="patents in the synthetic corpus (default %(default)s: the paper's count)")
-    bsc.add_argument("--devices", type=int, default=434,
+    # Stage 3's fold models train on the gold of 2 devices at least (fold_models.MIN_GOLD_DEVICES; importing it
+    # would load XGBoost to start every command)
+    bsc.add_argument("--devices", type=at_least(2), default=434,
                      help="devices in the synthetic corpus (default %(default)s: the paper's count)")
-    bsc.add_argument("--runs", type=int, default=1, help="timed runs of each stage (medians reported; default "
-                     "%(default)s)")
+    bsc.add_argument("--runs", type=at_least(1), default=1,
+                     help="timed runs of each stage (medians reported; default %(default)s)")
     bsc.add_argument("--seed", type=int, default=0,
                      help="seed of the synthetic corpus and its gold links (default %(default)s)")
     bsc.set_defaults(func=bench_scale_command)
     bem = sub.add_parser("bench-embed", help="texts/s of the CPU embedding paths (torch fp32 and int8, ONNX fp32 "
                          "and int8), and their agreement with fp32")
     bem.add_argument("--corpus", required=True, help="corpus directory whose patent texts to encode")
-    bem.add_argument("--texts", type=int, default=500,
+    bem.add_argument("--texts", type=at_least(1), default=500,
                      help="patent texts encoded, a sample of the corpus's when it has more (default %(default)s)")
-    bem.add_argument("--runs", type=int, default=3,
+    bem.add_argument("--runs", type=at_least(1), default=3,
                      help="timed passes of every path, interleaved (median reported; default %(default)s)")
-    bem.add_argument("--batch-size", type=int, default=32,
+    bem.add_argument("--batch-size", type=at_least(1), default=32,
                      help="texts per forward pass, the same for every path (default %(default)s)")
     bem.set_defaults(func=bench_embed_command)
     bbf = sub.add_parser("bench-backfill", help="a backfill of every device partition through Dagster vs the same "
                          "work through the core (ratio of medians)")
     bbf.add_argument("--corpus", required=True, help="corpus directory")
-    bbf.add_argument("--runs", type=int, default=3,
+    bbf.add_argument("--runs", type=at_least(1), default=3,
                      help="timed runs of the Dagster backfill and of the core (median of each; default %(default)s)")
     bbf.add_argument("--home", help="MEDDEVKG_HOME for the run, kept afterwards "
                      "(default: a temporary directory, removed at the end)")
-    bbf.add_argument("--patent-copies", type=int, default=1, help="link the devices against this many copies of "
-                     "the stored patents (ids suffixed ~i), to see the ratio at a larger patent corpus (default "
-                     "%(default)s: the patents as stored)")
+    bbf.add_argument("--patent-copies", type=at_least(1), default=1,
+                     help="link the devices against this many copies of the stored patents (ids suffixed ~i), to see "
+                     "the ratio at a larger patent corpus (default %(default)s: the patents as stored)")
     bbf.set_defaults(func=bench_backfill_command)
     sel = sub.add_parser("select-devices", help="the paper's cardiovascular device selection on FDA PMA records, "
                          "compared with a benchmark's devices")

@@ -914,6 +914,56 @@ def test_the_counts_seeds_and_limits_of_the_commands_say_what_they_are_and_their
     assert re.match(rf"\w.* \(.*default {re.escape(default)}(?!\w)[^)]*\)", described), described
 
 
+_COUNT_OPTIONS = [  # (command and its required options, option, smallest value, the function the command runs)
+    (["recall-rootcause", "--device", "P1"], "--limit", 1, "recall_rootcause_command"),
+    (["ma-discovery", "--device", "P1"], "--limit", 1, "ma_discovery_command"),
+    (["trajectory", "--device", "P1"], "--limit", 1, "trajectory_command"),
+    (["pairs-cv", "--pairs", "pairs.csv", "--out", "{out}"], "--folds", 2, "pairs_cv_command"),
+    (["bench-extract", "--corpus", "corpus"], "--runs", 1, "bench_extract_command"),
+    (["bench-extract", "--corpus", "corpus"], "--n-process", 1, "bench_extract_command"),
+    (["bench-extract", "--corpus", "corpus"], "--random-pairs", 1, "bench_extract_command"),
+    (["bench-scale"], "--patents", 1, "bench_scale_command"),
+    (["bench-scale"], "--devices", "MIN_GOLD_DEVICES", "bench_scale_command"),
+    (["bench-scale"], "--runs", 1, "bench_scale_command"),
+    (["bench-embed", "--corpus", "corpus"], "--texts", 1, "bench_embed_command"),
+    (["bench-embed", "--corpus", "corpus"], "--runs", 1, "bench_embed_command"),
+    (["bench-embed", "--corpus", "corpus"], "--batch-size", 1, "bench_embed_command"),
+    (["bench-backfill", "--corpus", "corpus", "--home", "{out}"], "--runs", 1, "bench_backfill_command"),
+    (["bench-backfill", "--corpus", "corpus", "--home", "{out}"], "--patent-copies", 1, "bench_backfill_command"),
+]
+
+
+@pytest.mark.parametrize(("argv", "option", "smallest", "command"), _COUNT_OPTIONS,
+                         ids=[f"{argv[0]} {option}" for argv, option, _, _ in _COUNT_OPTIONS])
+def test_a_count_below_its_smallest_value_is_refused_in_one_usage_line_before_any_work(
+        tmp_path, monkeypatch, capsys, argv, option, smallest, command):
+    # `bench-backfill --patent-copies 0` ended in a ValueError's traceback, `--runs 0` in one after the corpus was
+    # materialised; `bench-scale --runs 0` after the synthetic corpus was made; `bench-embed --texts 0`,
+    # `--batch-size 0` and `bench-extract --random-pairs -1` in tracebacks; `pairs-cv --folds 1` once the models
+    # were loaded; `--runs 0` and `--n-process 0` ran once or with 1 unsaid, `--limit -1` printed all rows but one
+    from meddevkg_core.fold_models import MIN_GOLD_DEVICES
+    from meddevkg_dagster.cli import command_line
+
+    smallest = MIN_GOLD_DEVICES if smallest == "MIN_GOLD_DEVICES" else smallest
+    ran: list[object] = []
+    monkeypatch.setattr(command_line, command, lambda args: ran.append(args) or 0)
+    out = tmp_path / "out"
+    argv = [a.format(out=out) for a in argv]
+    for bad in sorted({smallest - 1, -1}):
+        with pytest.raises(SystemExit) as usage:
+            main([*argv, option, str(bad)])
+        assert usage.value.code == 2
+        err = capsys.readouterr().err
+        assert err.splitlines()[-1] == f"meddevkg {argv[0]}: error: argument {option}: must be at least {smallest}, " \
+                                       f"got {bad}", err
+    with pytest.raises(SystemExit) as usage:  # not a number: argparse's own line, as before
+        main([*argv, option, "two"])
+    assert usage.value.code == 2 and capsys.readouterr().err.endswith(f"argument {option}: invalid int value: 'two'\n")
+    assert not ran and not any(tmp_path.iterdir())  # refused before the command started: nothing written
+    assert main([*argv, option, str(smallest)]) == 0  # the smallest value itself reaches the command, as an int
+    assert getattr(ran[0], option[2:].replace("-", "_")) in (smallest, [smallest])
+
+
 FAST_RERANK = '{"rerank": {"n_estimators": 10, "folds": 2, "bagging": 1}}'
 """A Stage 3 that trains in a second: these tests are about Stage 1."""
 
