@@ -37,10 +37,10 @@ from meddevkg_dagster.cli.pipeline_setup import CROSS_ENCODER_BACKENDS, ENTITY_E
 
 
 def at_least(smallest: int) -> Callable[[str], int]:
-    """An argparse `type`: an int of at least `smallest`, so that a count no command can use (0 runs, 1 fold,
-    -1 rows) is refused in argparse's one usage line before any work, not in a traceback deep inside, after
-    the corpus is materialised, or by running with another value unsaid. Not a number: argparse's own
-    "invalid int value" line, as for `type=int`."""
+    """An argparse `type`: an int of at least `smallest`, so that a value no command can use (0 runs, 1 fold,
+    -1 rows, a seed below 0, which numpy's generators refuse) is refused in argparse's one usage line
+    before any work, not in a traceback deep inside, after the corpus is materialised, or by running
+    with another value unsaid. Not a number: argparse's own "invalid int value" line, as for `type=int`."""
     def parse(text: str) -> int:
         value = int(text)
         if value < smallest:
@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     pcv.add_argument("--folds", type=at_least(2), default=5,
                      help="cross-validation folds, each holding out whole device groups (devices sharing a device "
                           "text, a patent or a patent text) (default %(default)s)")
-    pcv.add_argument("--seed", type=int, default=42,
+    pcv.add_argument("--seed", type=at_least(0), default=42,
                      help="seed of the fold split and of XGBoost; the repeated splits of the report take the seeds "
                           "after it (default %(default)s)")
     pcv.add_argument("--hashing", action="store_true",
@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
                      help="spaCy process counts to time (not applicable to the LLM; default %(default)s)")
     bex.add_argument("--random-pairs", type=at_least(1), default=20,
                      help="random non-gold pairs per gold device (default %(default)s)")
-    bex.add_argument("--seed", type=int, default=42,
+    bex.add_argument("--seed", type=at_least(0), default=42,
                      help="seed of the random non-gold pairs drawn per gold device (default %(default)s)")
     _add_entity_extractor_option(bex)
     bex.set_defaults(func=bench_extract_command)
@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
                      help="devices in the synthetic corpus (default %(default)s: the paper's count)")
     bsc.add_argument("--runs", type=at_least(1), default=1,
                      help="timed runs of each stage (medians reported; default %(default)s)")
-    bsc.add_argument("--seed", type=int, default=0,
+    bsc.add_argument("--seed", type=at_least(0), default=0,
                      help="seed of the synthetic corpus and its gold links (default %(default)s)")
     bsc.set_defaults(func=bench_scale_command)
     bem = sub.add_parser("bench-embed", help="texts/s of the CPU embedding paths (torch fp32 and int8, ONNX fp32 "

@@ -930,6 +930,10 @@ _COUNT_OPTIONS = [  # (command and its required options, option, smallest value,
     (["bench-embed", "--corpus", "corpus"], "--batch-size", 1, "bench_embed_command"),
     (["bench-backfill", "--corpus", "corpus", "--home", "{out}"], "--runs", 1, "bench_backfill_command"),
     (["bench-backfill", "--corpus", "corpus", "--home", "{out}"], "--patent-copies", 1, "bench_backfill_command"),
+    # seeds: numpy's generators take none below 0 (a traceback, in bench-extract after the whole extraction)
+    (["pairs-cv", "--pairs", "pairs.csv", "--out", "{out}"], "--seed", 0, "pairs_cv_command"),
+    (["bench-extract", "--corpus", "corpus"], "--seed", 0, "bench_extract_command"),
+    (["bench-scale"], "--seed", 0, "bench_scale_command"),
 ]
 
 
