@@ -172,8 +172,9 @@ def run_backfill_bench(corpus_dir: Path, runs: int = 3, patent_copies: int = 1) 
     report names the files both sides read (`inputs`: path, size, SHA-256, as run reports record them)."""
     import dagster as dg
 
-    if patent_copies < 1:  # before the corpus is materialised, not after
-        raise ValueError(f"patent_copies must be at least 1, got {patent_copies}")
+    for name, value in (("runs", runs), ("patent_copies", patent_copies)):  # before the corpus is materialised
+        if value < 1:
+            raise ValueError(f"{name} must be at least 1, got {value}")
     refuse_other_devices()
 
     from meddevkg_dagster.cli import materialize_corpus

@@ -175,6 +175,16 @@ def test_bench_backfill_refuses_fewer_than_one_patent_copy_before_any_work(tmp_p
     assert not any(tmp_path.iterdir())
 
 
+def test_bench_backfill_refuses_fewer_than_one_run_before_any_work(tmp_path, monkeypatch):
+    # it materialised the corpus, then failed on the core side's result it never made (NameError)
+    from meddevkg_dagster.backfill_bench import run_backfill_bench
+
+    monkeypatch.setenv("MEDDEVKG_HOME", str(tmp_path))
+    with pytest.raises(ValueError, match="^runs must be at least 1, got 0$"):
+        run_backfill_bench(demo_corpus_dir(), runs=0)
+    assert not any(tmp_path.iterdir())
+
+
 def test_bench_backfill_refuses_openfda_devices_before_any_work(tmp_path, monkeypatch):
     # The Dagster side would fetch the devices from openFDA, the core side reads the corpus's
     from meddevkg_core.errors import InputError
