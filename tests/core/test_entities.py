@@ -181,6 +181,7 @@ def _reference_extraction(docs: pl.DataFrame, onto, nlp) -> pl.DataFrame:
     from meddevkg_core.concept_mapping import MECHANISM_CATEGORIES, ConceptMatch, entity_type
     from meddevkg_core.entities import _Candidate, _chunk_candidate, _dedupe, _phrase_matcher
     from meddevkg_core.ontology import normalize_term
+    from meddevkg_core.packed_tagging import tag_packed
     from meddevkg_core.phrases import (
         NOMINAL,
         NOMINAL_CONTEXT,
@@ -190,7 +191,7 @@ def _reference_extraction(docs: pl.DataFrame, onto, nlp) -> pl.DataFrame:
         base_noun_phrases,
         segments,
     )
-    from meddevkg_core.segment_tagger import SEGMENTS_PER_DOC, _tag_packed, pos_table
+    from meddevkg_core.segment_tagger import SEGMENTS_PER_DOC, pos_table
 
     def words_of(toks, spans, tags):
         out = {}
@@ -228,7 +229,7 @@ def _reference_extraction(docs: pl.DataFrame, onto, nlp) -> pl.DataFrame:
     arrays = [tokens_of(doc) for doc in tokenized]
     spans = [segments(toks) for toks in arrays]
     distinct = sorted({tuple(toks.text[a:b]) for toks, sp in zip(arrays, spans, strict=True) for a, b in sp})
-    raw = _tag_packed(distinct, nlp, 1, SEGMENTS_PER_DOC)
+    raw = tag_packed(distinct, nlp, 1, SEGMENTS_PER_DOC)
     plurals = sorted({w.lower() for key, tags in raw.items() for w, t in zip(key, tags, strict=True)
                       if t in ("NNS", "NNPS")})
     lemma_doc = nlp.get_pipe("lemmatizer")(Doc(nlp.vocab, words=plurals, pos=["NOUN"] * len(plurals),
