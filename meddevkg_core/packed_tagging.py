@@ -63,7 +63,7 @@ def tag_packed(keys: Sequence[tuple[str, ...]], nlp: Language, n_process: int,
 
 
 @dataclass(frozen=True)
-class Job:
+class PreparedSegments:
     """Segments ready for the layers: their words as rows of the tagger's embedding table (`rows`
     per word of `ids`), the words first seen here in `new` (a Doc, embedded by `run`)."""
 
@@ -132,7 +132,7 @@ class SegmentTagger:
         except (AttributeError, KeyError, ValueError, IndexError, TypeError):
             return None
 
-    def prepare(self, keys: Sequence[tuple[str, ...]]) -> Job:
+    def prepare(self, keys: Sequence[tuple[str, ...]]) -> PreparedSegments:
         """Calling thread: the job's words, with a Doc of those not embedded yet (spaCy's vocab)."""
         from spacy.tokens import Doc
 
@@ -144,10 +144,10 @@ class SegmentTagger:
         local = {w: i for i, w in enumerate(vocab)}
         lengths = np.fromiter((len(k) for k in keys), dtype=np.int64, count=len(keys))
         ids = np.fromiter((local[w] for k in keys for w in k), dtype=np.int64, count=int(lengths.sum()))
-        return Job(lengths, ids, [self._row[w] for w in vocab], local[gap],
+        return PreparedSegments(lengths, ids, [self._row[w] for w in vocab], local[gap],
                     Doc(self.nlp.vocab, words=new) if new else None, vocab)
 
-    def run(self, job: Job, chunk: int = 8192) -> np.ndarray:
+    def run(self, job: PreparedSegments, chunk: int = 8192) -> np.ndarray:
         """Tag ids (label indices) of every word of the job's segments, in order. Jobs run in the
         order they were prepared, one at a time (one thread calls BLIS at a time)."""
         if job.new is not None:  # each row depends on its own word only

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from meddevkg_core.noun_lemmas import plural_lemmas
-from meddevkg_core.packed_tagging import Job, SegmentTagger, tag_packed
+from meddevkg_core.packed_tagging import PreparedSegments, SegmentTagger, tag_packed
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
@@ -87,7 +87,8 @@ class SegmentQueue:
         self._done: dict[tuple[str, ...], Tags] = {}
         self._lemmas: dict[str, str] = {}  # plural noun (lower-cased) -> its lemma
         # (batch, keys, job, future)
-        self._pending: list[tuple[int, Sequence[tuple[str, ...]], Job | None, Future[np.ndarray] | None]] = []
+        self._pending: list[
+            tuple[int, Sequence[tuple[str, ...]], PreparedSegments | None, Future[np.ndarray] | None]] = []
         self._submitted = 0
         self._pool: ThreadPoolExecutor | None = None
         if n_threads > 1 and self.tagger is not None:
@@ -125,7 +126,8 @@ class SegmentQueue:
             self._done.update(self._tags_of(keys, job, guesses))
         return self._done
 
-    def _tags_of(self, keys: Sequence[tuple[str, ...]], job: Job, guesses: np.ndarray) -> dict[tuple[str, ...], Tags]:
+    def _tags_of(self, keys: Sequence[tuple[str, ...]], job: PreparedSegments,
+                 guesses: np.ndarray) -> dict[tuple[str, ...], Tags]:
         """`with_pos_and_lemmas` of the job's fine tags, each distinct (word, tag) worked out once
         and each plural's lemma once per queue."""
         assert self.tagger is not None  # jobs exist only when there is a tagger
