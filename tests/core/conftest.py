@@ -1,14 +1,17 @@
 """The scale benchmark's synthetic corpus and its Stage 2 inputs, shared by the tests of Stage 2's modules
-(block_scores, candidates, candidate_parts, entity_match) and of the benchmark itself."""
+(block_scores, candidates, candidate_parts, entity_match) and of the benchmark itself; and the company
+resolvers shared by the tests of company_resolver and companies."""
 
 from __future__ import annotations
 
 import dataclasses
+from datetime import date
 
 import polars as pl
 import pytest
 
 from meddevkg_core.block_scores import Stage2Inputs
+from meddevkg_core.company_resolver import CompanyResolver
 from meddevkg_core.config import CandidateConfig, PipelineConfig
 from meddevkg_core.synthetic_corpus import SyntheticCorpus, stage2_inputs, synthetic_corpus
 
@@ -25,3 +28,17 @@ def synthetic_inputs(corpus: SyntheticCorpus, cfg: CandidateConfig, company: pl.
     in place of the corpus's company matches when given."""
     inputs = stage2_inputs(corpus, PipelineConfig(candidates=cfg))
     return inputs if company is None else dataclasses.replace(inputs, company_matches=company)
+
+
+@pytest.fixture(scope="module")
+def default() -> CompanyResolver:
+    """The resolver of the shipped company tables."""
+    return CompanyResolver.default()
+
+
+def toy_resolver(aliases: list[tuple[str, str]], deals: list[tuple[str, str, date]]) -> CompanyResolver:
+    """A resolver of these aliases and dated deals only, without the shipped tables."""
+    return CompanyResolver.from_frames(
+        pl.DataFrame(aliases, schema=["alias", "canonical"], orient="row"),
+        pl.DataFrame(deals, schema=["acquirer", "acquired", "close_date"], orient="row"),
+    )
