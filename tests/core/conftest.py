@@ -31,7 +31,7 @@ def synthetic_inputs(corpus: SyntheticCorpus, cfg: CandidateConfig, company: pl.
 
 
 @pytest.fixture(scope="module")
-def default() -> CompanyResolver:
+def shipped() -> CompanyResolver:
     """The resolver of the shipped company tables."""
     return CompanyResolver.default()
 

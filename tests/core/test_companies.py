@@ -17,22 +17,22 @@ from tests.core.conftest import toy_resolver
 # ----------------------------------------------------------------------------- match table
 
 
-def test_the_match_table_reads_the_devices_latest_decision(default: CompanyResolver) -> None:
+def test_the_match_table_reads_the_devices_latest_decision(shipped: CompanyResolver) -> None:
     devices = pl.DataFrame({"fda_id": ["P1", "P2", "P3"], "applicant": ["ABBOTT"] * 3,
                             "decision_date": [date(2014, 5, 28)] * 3,
                             "last_decision_date": [date(2024, 9, 30), date(2016, 1, 4), None]})
     patents = pl.DataFrame({"pat_id": ["1", "2"], "assignee": ["CardioMEMS, Inc.", "Abbott Laboratories"]})
-    out = company_match_table(devices, patents, default)
+    out = company_match_table(devices, patents, shipped)
     assert out.select("fda_id", "pat_id", "match_kind").sort("fda_id", "pat_id").rows() == [
         ("P1", "1", "acquired"), ("P1", "2", "same"), ("P2", "2", "same"), ("P3", "2", "same")]
-    without = company_match_table(devices.drop("last_decision_date"), patents, default)
+    without = company_match_table(devices.drop("last_decision_date"), patents, shipped)
     assert without.filter(pl.col("pat_id") == "1").height == 0
 
 
-def test_patent_matches_if_any_assignee_matches(default: CompanyResolver) -> None:
+def test_patent_matches_if_any_assignee_matches(shipped: CompanyResolver) -> None:
     devices = pl.DataFrame({"fda_id": ["P1"], "applicant": ["ABBOTT"], "decision_date": [date(2018, 1, 1)]})
     patents = pl.DataFrame({"pat_id": ["1", "2"], "assignee": ["Mayo Clinic; St. Jude Medical, Inc.", "Mayo Clinic"]})
-    out = company_match_table(devices, patents, default)
+    out = company_match_table(devices, patents, shipped)
     assert out.rows() == [("P1", "1", "acquired", "ABBOTT <- ST JUDE MEDICAL (2017-01-04)")]
 
 
@@ -104,17 +104,17 @@ def test_match_table_equals_brute_force(former_owners: bool) -> None:
     assert table.select("fda_id", "pat_id").is_unique().all()
 
 
-def test_match_table_handles_empty_and_missing_dates(default: CompanyResolver) -> None:
+def test_match_table_handles_empty_and_missing_dates(shipped: CompanyResolver) -> None:
     empty = company_match_table(
         pl.DataFrame(schema={"fda_id": pl.String, "applicant": pl.String, "decision_date": pl.Date}),
         pl.DataFrame(schema={"pat_id": pl.String, "assignee": pl.String}),
-        default,
+        shipped,
     )
     assert empty.height == 0 and empty.schema == COMPANY_MATCHES
     no_dates = company_match_table(
         pl.DataFrame({"fda_id": ["P1"], "applicant": ["Medtronic"]}),
         pl.DataFrame({"pat_id": ["9"], "assignee": ["Covidien LP"]}),
-        default,
+        shipped,
     )
     assert no_dates.rows() == [("P1", "9", "acquired", "MEDTRONIC <- COVIDIEN (2015-01-26)")]
 
@@ -122,10 +122,10 @@ def test_match_table_handles_empty_and_missing_dates(default: CompanyResolver) -
 # ----------------------------------------------------------------------------- dictionary
 
 
-def test_build_company_dictionary(default: CompanyResolver) -> None:
+def test_build_company_dictionary(shipped: CompanyResolver) -> None:
     raw = ["Guidant Corp.", "Medtronic Vascular", "Avdanced Cardiovascular Systemss", "Zzyzx Widgets",
            "Guidant Corp.", None, "..."]
-    d = build_company_dictionary(raw, default)
+    d = build_company_dictionary(raw, shipped)
     assert d.schema == schemas.COMPANY_DICTIONARY
     assert d["raw_name"].to_list() == sorted({n for n in raw if n})
     by = {row["raw_name"]: row for row in d.iter_rows(named=True)}
@@ -135,4 +135,4 @@ def test_build_company_dictionary(default: CompanyResolver) -> None:
     assert by["Zzyzx Widgets"]["method"] == "unknown" and by["Zzyzx Widgets"]["company_id"] == "ZZYZX WIDGETS"
     assert by["..."]["company_id"] is None
     assert set(d["method"]) <= {"alias", "exact", "fuzzy", "unknown"}
-    assert build_company_dictionary(raw, default).equals(d)  # deterministic
+    assert build_company_dictionary(raw, shipped).equals(d)  # deterministic
