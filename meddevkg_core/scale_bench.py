@@ -23,7 +23,7 @@ import polars as pl
 from meddevkg_core.block_scores import max_devices_per_block
 from meddevkg_core.candidates import collect_candidates
 from meddevkg_core.config import CandidateConfig, PipelineConfig
-from meddevkg_core.fold_models import apply_fold_models, fit_fold_models
+from meddevkg_core.fold_models import RerankerTrainingError, apply_fold_models, fit_fold_models
 from meddevkg_core.links_table import links_frame
 from meddevkg_core.ontology import load_meddevonto
 from meddevkg_core.rerank import feature_frame
@@ -86,6 +86,9 @@ def run_scale_bench(n_patents: int = PAPER_PATENTS, n_devices: int = PAPER_DEVIC
     string per link) is timed on the whole pool (`stage3_links_frame`), made in slices of
     LINKS_SLICE_ROWS rows that are hashed and dropped (`links_digest`), or on `links_rows` sampled
     rows scaled linearly to the pool (labelled as such) when `links_rows` is given and smaller.
+
+    A corpus too small for its synthetic gold to train Stage 3 (which sizes are, the pool decides: not
+    known before Stage 2) is a RerankerTrainingError naming the sizes, the seed and the pool.
     """
     say = progress or (lambda _: None)
     config = config or PipelineConfig()
@@ -120,8 +123,13 @@ def run_scale_bench(n_patents: int = PAPER_PATENTS, n_devices: int = PAPER_DEVIC
     assert pool is not None
     gold = synthetic_gold(pool, seed=seed)
     m = StageMeter(say)
-    models = m("stage3_train", fit_fold_models, feature_frame(pool.filter(
-        pl.col("fda_id").is_in(gold["fda_id"].unique().implode())), None), gold, config.rerank)
+    try:
+        models = m("stage3_train", fit_fold_models, feature_frame(pool.filter(
+            pl.col("fda_id").is_in(gold["fda_id"].unique().implode())), None), gold, config.rerank)
+    except RerankerTrainingError as exc:  # a small corpus's pool may hold its gold and too little else
+        raise RerankerTrainingError(f"synthetic corpus of {n_patents:,} patents x {n_devices:,} devices (seed {seed}; "
+                                    f"a Stage-2 pool of {pool.height:,} pairs, {gold.height:,} synthetic gold links): "
+                                    f"{exc}") from exc
     result["stage3_train_s"] = m.seconds["stage3_train"]
     result["stage3_train_peak_rss_mb"] = m.peak_mb["stage3_train"]
     result["stage3_train_start_rss_mb"] = m.start_mb["stage3_train"]

@@ -188,8 +188,9 @@ def company_report_command(args: argparse.Namespace) -> int:
 def bench_scale_command(args: argparse.Namespace) -> int:
     from meddevkg_core.scale_bench import format_scale_report, main_bench_scale
 
-    report = main_bench_scale(args.patents, args.devices, args.seed, args.runs,
-                              progress=lambda line: print(line, file=sys.stderr))
+    with exit_on_untrainable_gold("--patents / --devices"):  # Stage 2's pool decides which sizes are too small
+        report = main_bench_scale(args.patents, args.devices, args.seed, args.runs,
+                                  progress=lambda line: print(line, file=sys.stderr))
     print(format_scale_report(report))
     print(json.dumps(report, sort_keys=True))
     return 0

@@ -1,6 +1,6 @@
 """What `run`, `benchmark`, `pairs-cv` and `bench-extract` start from: the method's settings, the model options'
-values, the models and Stage 1's extractor; and the one line each ends in when its gold cannot train Stage 3,
-a model is missing or the LLM fails.
+values, the models and Stage 1's extractor; and the one line each (and `bench-scale`) ends in when its gold cannot
+train Stage 3, a model is missing or the LLM fails.
 """
 
 from __future__ import annotations
@@ -105,15 +105,16 @@ def _rejected_note(rejected: pl.DataFrame, shown: int = 6) -> str:
 
 
 @contextmanager
-def exit_on_untrainable_gold(path: str) -> Iterator[None]:
+def exit_on_untrainable_gold(source: str) -> Iterator[None]:
     """A training error found after the early check (gold devices the Stage-2 pool does not hold)
-    ends the command with its reason, as the early check does."""
+    ends the command with its reason, as the early check does, after `source`: the corpus's path, or
+    bench-scale's size options (its synthetic gold has no file)."""
     from meddevkg_core.fold_models import RerankerTrainingError
 
     try:
         yield
     except RerankerTrainingError as exc:
-        raise SystemExit(f"{path}: {exc}") from exc
+        raise SystemExit(f"{source}: {exc}") from exc
 
 
 def extractor_settings(args: argparse.Namespace) -> ExtractorSettings:

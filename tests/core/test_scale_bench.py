@@ -6,11 +6,12 @@ import hashlib
 import json
 
 import polars as pl
+import pytest
 
 from meddevkg_core import scale_bench
 from meddevkg_core.candidates import generate_candidates
 from meddevkg_core.config import CandidateConfig, PipelineConfig, RerankConfig
-from meddevkg_core.fold_models import apply_fold_models, fit_fold_models
+from meddevkg_core.fold_models import RerankerTrainingError, apply_fold_models, fit_fold_models
 from meddevkg_core.links_table import links_frame
 from meddevkg_core.rerank import feature_frame
 from meddevkg_core.reranked_links import decide
@@ -35,6 +36,16 @@ def test_bench_runs_small_and_reports_every_figure() -> None:
     cfg = PipelineConfig()
     assert scale_bench.pool_digest(generate_candidates(synthetic_inputs(corpus, cfg.candidates), cfg.candidates)) == \
         result["pool_digest"]
+
+
+def test_a_corpus_too_small_to_train_stage3_is_refused_naming_its_sizes() -> None:
+    # 20 patents x 3 devices: each device's Stage-2 pool is its synthetic gold and nothing else, so the reranker
+    # has no negative to learn from; the error named neither the sizes nor the seed that made such a pool
+    with pytest.raises(RerankerTrainingError, match=r"^synthetic corpus of 20 patents x 3 devices \(seed 0; a "
+                       r"Stage-2 pool of 3 pairs, 3 synthetic gold links\): cannot train the reranker's full model: "
+                       r"its training pairs, of 3 devices \(D00000, D00001, D00002\), are 3 gold links and no other "
+                       r"pair"):
+        scale_bench.run_scale_bench(20, 3, seed=0)
 
 
 def test_stage3_keeps_chunks_aligned_and_links_stream(corpus: SyntheticCorpus) -> None:

@@ -968,6 +968,17 @@ def test_a_count_below_its_smallest_value_is_refused_in_one_usage_line_before_an
     assert getattr(ran[0], option[2:].replace("-", "_")) in (smallest, [smallest])
 
 
+def test_bench_scale_too_small_to_train_stage3_ends_in_one_line_naming_the_sizes(capsys):
+    # `bench-scale --patents 20 --devices 3`, sizes argparse allows, ended in a traceback from the reranker's
+    # training: each device's Stage-2 pool was its synthetic gold and nothing else
+    with pytest.raises(SystemExit) as refusal:
+        main(["bench-scale", "--patents", "20", "--devices", "3"])
+    line = str(refusal.value)
+    assert line.startswith("--patents / --devices: synthetic corpus of 20 patents x 3 devices (seed 0; a Stage-2 "
+                           "pool of 3 pairs, 3 synthetic gold links): cannot train the reranker's full model: ")
+    assert "\n" not in line and not capsys.readouterr().out  # no report printed
+
+
 FAST_RERANK = '{"rerank": {"n_estimators": 10, "folds": 2, "bagging": 1}}'
 """A Stage 3 that trains in a second: these tests are about Stage 1."""
 
