@@ -219,6 +219,11 @@ def main_bench_scale(patents: int = PAPER_PATENTS, devices: int = PAPER_DEVICES,
     return result
 
 
+def _rate(per_s: int | None, unit: str) -> str:
+    """A stage timed at 0.000 s (times are rounded to the millisecond) has no rate to print."""
+    return f"{per_s:,} {unit}" if per_s is not None else "too fast to time (under 1 ms)"
+
+
 def format_scale_report(d: dict[str, Any]) -> str:
     """A few human-readable lines from run_scale_bench's dict."""
     mb = d["peak_rss_mb"]
@@ -227,9 +232,9 @@ def format_scale_report(d: dict[str, Any]) -> str:
         f"(synthetic, seed {d['seed']}, median of {d['runs']} run(s); blocks of {d['effective_block_size']} devices)",
         f"  Stage 2 index : {d['stage2_index_s']:8.1f} s   peak RSS {mb['stage2_index']:8.0f} MB",
         f"  Stage 2       : {d['stage2_s']:8.1f} s   peak RSS {mb['stage2']:8.0f} MB   "
-        f"{d['stage2_pairs_per_s']:,} pairs/s",
+        + _rate(d['stage2_pairs_per_s'], "pairs/s"),
         f"  Stage 3       : {d['stage3_s']:8.1f} s   peak RSS {mb['stage3']:8.0f} MB   "
-        f"{d['stage3_pool_rows_per_s']:,} pool rows/s",
+        + _rate(d['stage3_pool_rows_per_s'], "pool rows/s"),
         f"  Stage 3 train : {d['stage3_train_s']:8.1f} s   "
         f"(once, {d['gold_links']} synthetic gold links; not in Stage 3)",
     ]

@@ -75,3 +75,11 @@ def test_bench_stage2_releases_what_it_holds(corpus: SyntheticCorpus) -> None:
     held = [synthetic_inputs(corpus, cfg), "the corpus"]
     pool = scale_bench._stage2(held, cfg)
     assert held == [] and pool.equals(generate_candidates(synthetic_inputs(corpus, cfg), cfg))
+
+
+def test_the_report_reads_when_a_stage_was_too_fast_to_time() -> None:
+    """Stage times are rounded to the millisecond: a stage under half of one has no rate, said so."""
+    result = scale_bench.run_scale_bench(300, 20, seed=0)
+    result |= {"stage2_s": 0.0, "stage2_pairs_per_s": None, "stage3_s": 0.0, "stage3_pool_rows_per_s": None}
+    text = scale_bench.format_scale_report(result)
+    assert text.count("too fast to time") == 2
