@@ -11,8 +11,7 @@ import json
 import platform
 import re
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -37,6 +36,7 @@ from meddevkg_core.corpus import Corpus
 from meddevkg_core.curves import pairs_for_recall
 from meddevkg_core.device_activity import GRANTED_AFTER_LAST_DECISION, dormant
 from meddevkg_core.embeddings import embedding_matrix
+from meddevkg_core.errors import prefixed
 from meddevkg_core.evaluation import evaluate_links
 from meddevkg_core.fold_models import RerankerTrainingError
 from meddevkg_core.lineage import InputFile, inputs_json
@@ -258,15 +258,16 @@ def run_benchmark(corpus: Corpus, models: Models, config: PipelineConfig, out: s
     quiet = Timer(lambda _: None)
     ablation_figures = {}
     for name, cfg in (ablation_configs(config) if ablations else {}).items():
-        # link figures only: the text adapter orders a device's pairs and decides nothing, so it is not trained
-        with _naming(f"ablation {name}"):
+        # link figures only: the text adapter orders a device's pairs and decides nothing, so it is not trained;
+        # a rerun whose reranker cannot train says which rerun: its folds are not the main run's, which trained
+        with prefixed(f"ablation {name}", RerankerTrainingError):
             run = main if name == "full" else timer(f"ablation_{name}", link, prepared, models,
                                                     _without_adapter(cfg), quiet)
         ev = evaluate_links(run.candidates, run.links, gold, n_dev, n_pat)
         ablation_figures[name] = {**_link_figures(ev), **hard_negative_fpr(run.links, gold)}
     sensitivity = {}
     if ablations:
-        with _naming("sensitivity company_ownership_only"):
+        with prefixed("sensitivity company_ownership_only", RerankerTrainingError):
             sensitivity["company_ownership_only"] = timer(
                 "sensitivity_company_ownership_only", company_relations_sensitivity, prepared, models, config, quiet)
     fixed = {}
@@ -323,15 +324,6 @@ def run_benchmark(corpus: Corpus, models: Models, config: PipelineConfig, out: s
         })
         _write(stage, main, rankings, prepared.rejected, report)
     return BenchmarkResult(report, main, rankings, prepared)
-
-
-@contextmanager
-def _naming(run: str) -> Iterator[None]:
-    """A rerun whose reranker cannot train says which rerun: its folds are not the main run's, which trained."""
-    try:
-        yield
-    except RerankerTrainingError as exc:
-        raise RerankerTrainingError(f"{run}: {exc}") from exc
 
 
 def company_relations_sensitivity(prepared: PreparedCorpus, models: Models, config: PipelineConfig,

@@ -38,6 +38,7 @@ from meddevkg_core.atomic_files import replaced_files
 from meddevkg_core.config import CrossEncoderConfig, RerankConfig
 from meddevkg_core.cross_encoder import PairScorer
 from meddevkg_core.embeddings import Encoder
+from meddevkg_core.errors import prefixed
 from meddevkg_core.lineage import inputs_json, read_fingerprinted
 from meddevkg_core.ontology import Ontology
 from meddevkg_core.rerank import xgb_classifier
@@ -48,7 +49,7 @@ from meddevkg_core.text_pair_features import (
     YEAR_FEATURES,
     pair_features,
 )
-from meddevkg_core.text_pairs import PairsError, assign_folds, check_pairs, device_groups, load_pairs
+from meddevkg_core.text_pairs import PairsError, assign_folds, check_folds, check_pairs, device_groups, load_pairs
 from meddevkg_core.text_repair import repair_counts
 
 if TYPE_CHECKING:
@@ -403,6 +404,9 @@ def main_pairs_cv(pairs_path: str, out: str, cross_encoder: str | None, device: 
     from meddevkg_core.packaged_models import default_models_dir
 
     read, pairs_input = read_fingerprinted(pairs_path, load_pairs)
+    # the device groups are known now: too many folds fail here, not once the (slow) models are loaded
+    with prefixed(pairs_path, PairsError):
+        check_folds(device_groups(read.pairs), folds)
     inputs = {"pairs": pairs_input}
     start = time.perf_counter()
     # `hashing` is the dry-run switch: it names the encoder whatever `embedding_model` says (the CLI fills
@@ -426,11 +430,9 @@ def main_pairs_cv(pairs_path: str, out: str, cross_encoder: str | None, device: 
                          "devices_with_supplements": supplements["fda_id"].n_unique(), "devices": devices.height,
                          "fda_pma_quarantined": fda.rejected.height,
                          "fda_pma_quarantine_examples": fda.rejected.head(5).to_dicts()}
-    try:
+    with prefixed(pairs_path, PairsError):
         result = run_pairs_cv(read.pairs, encoder, nlp, ontology, scorer, folds, seed, repeats=repeats,
                               cross_encoder_cfg=ce_cfg, dossiers=dossiers)
-    except PairsError as exc:
-        raise PairsError(f"{pairs_path}: {exc}") from exc
     report = {**result.report, "input": {"path": str(pairs_path), "rows_valid": read.pairs.height,
                                          "rows_quarantined": read.rejected.height,
                                          "quarantine_examples": read.rejected.head(5).to_dicts(),

@@ -109,13 +109,20 @@ def device_groups(pairs: pl.DataFrame) -> np.ndarray:
     return component[[nodes[("f", f)] for f in pairs["fda_id"].to_list()]]
 
 
+def check_folds(groups: np.ndarray, folds: int) -> None:
+    """A PairsError unless 2 <= folds <= the device groups: every fold holds out a group and is scored by
+    a model trained on the others. pairs-cv checks it once the pairs are read, before its models load."""
+    n_groups = len(np.unique(groups))
+    if folds < 2 or n_groups < folds:
+        raise PairsError(f"need 2 <= folds <= device groups; got {folds} folds for {n_groups} device groups")
+
+
 def assign_folds(groups: np.ndarray, folds: int, seed: int) -> np.ndarray:
     """Fold per pair from the groups alone, never from labels, so a device's out-of-fold score
     cannot depend on its own labels even through the split. Largest group first into the
     lightest fold (balanced pair counts); the seed orders groups of equal size."""
+    check_folds(groups, folds)
     ids, sizes = np.unique(groups, return_counts=True)
-    if folds < 2 or len(ids) < folds:
-        raise PairsError(f"need 2 <= folds <= device groups; got {folds} folds for {len(ids)} groups")
     order = np.random.default_rng(seed).permutation(len(ids))
     order = order[np.argsort(-sizes[order], kind="stable")]
     load = np.zeros(folds, np.int64)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
@@ -226,6 +227,22 @@ def test_main_pairs_cv_writes_and_returns_the_report(tmp_path: Path, pairs: pl.D
     assert line["splits"] == 2 and line["roc_auc_mean"] == report["repeated"]["learned"]["roc_auc_mean"]
     assert "model_loading" in report["timings_s"]
     assert json.loads((tmp_path / "out" / "report.json").read_text())["scorers"].keys() == report["scorers"].keys()
+
+
+def test_main_pairs_cv_refuses_more_folds_than_device_groups_before_loading_a_model(
+        tmp_path: Path, pairs: pl.DataFrame, monkeypatch: pytest.MonkeyPatch):
+    """Loading the models takes long: folds above the device groups fail as soon as the pairs are read."""
+    def no_model(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a model was loaded")
+
+    for loader in ("embeddings.load_embedding_model", "entities.load_spacy_pipeline",
+                   "ontology.load_meddevonto", "cross_encoder.load_cross_encoder"):
+        monkeypatch.setattr(f"meddevkg_core.{loader}", no_model)
+    src = tmp_path / "pairs.parquet"
+    pairs.write_parquet(src)  # 8 devices, each its own group
+    with pytest.raises(text_pairs.PairsError, match=rf"^{re.escape(str(src))}: .*\b9 folds for 8 device groups"):
+        pair_cv.main_pairs_cv(str(src), str(tmp_path / "out"), None, "cpu", False, folds=9, models_dir=tmp_path)
+    assert not (tmp_path / "out").exists()
 
 
 # --- missing values (an id without a year) ----------------------------------------------------
