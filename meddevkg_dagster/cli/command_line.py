@@ -51,6 +51,19 @@ def at_least(smallest: int) -> Callable[[str], int]:
     return parse
 
 
+def probability(text: str) -> float:
+    """An argparse `type`: a float from 0 to 1, so that a threshold no link can meet (1.5) or that every link
+    meets unsaid (-0.1, nan) is refused in argparse's one usage line, as at_least refuses a count. Not a
+    number: argparse's own "invalid float value" line, as for `type=float`."""
+    value = float(text)
+    if not 0 <= value <= 1:  # nan compares false: refused too
+        raise argparse.ArgumentTypeError(f"must be a probability between 0 and 1, got {value}")
+    return value
+
+
+probability.__name__ = "float"  # argparse names the type by it in "invalid float value: 'x'"
+
+
 def _add_model_options(p: argparse.ArgumentParser, *, cache: bool = True) -> None:
     p.add_argument("--cross-encoder", default=os.environ.get("MEDDEVKG_CROSS_ENCODER") or None,
                    help="cross-encoder name or local path (default $MEDDEVKG_CROSS_ENCODER, else none: the "
@@ -89,7 +102,7 @@ def _add_app_source(p: argparse.ArgumentParser) -> None:
                    "its report.json and summary.json, else $MEDDEVKG_CORPUS)")
     p.add_argument("--limit", type=at_least(1), default=20,
                    help="rows printed per table (default %(default)s; trajectory's table by year is printed whole)")
-    p.add_argument("--min-probability", type=float, default=0.0,
+    p.add_argument("--min-probability", type=probability, default=0.0,
                    help="only links at least this probable (default %(default)s: every link; the link set also "
                         "keeps low-probability immune links)")
 

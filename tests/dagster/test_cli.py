@@ -1,3 +1,4 @@
+import argparse
 import hashlib
 import json
 import os
@@ -978,6 +979,42 @@ def test_bench_scale_too_small_to_train_stage3_ends_in_one_line_naming_the_sizes
     assert line.startswith("--patents / --devices: synthetic corpus of 20 patents x 3 devices (seed 0; a Stage-2 "
                            "pool of 3 pairs, 3 synthetic gold links): cannot train the reranker's full model: ")
     assert "\n" not in line and not capsys.readouterr().out  # no report printed
+
+
+_APP_COMMANDS = [("recall-rootcause", "recall_rootcause_command"), ("ma-discovery", "ma_discovery_command"),
+                 ("trajectory", "trajectory_command")]
+
+
+@pytest.mark.parametrize("bad", ["-0.1", "1.5", "nan"])
+@pytest.mark.parametrize(("app", "command"), _APP_COMMANDS)
+def test_a_min_probability_outside_0_and_1_is_refused_in_one_usage_line(monkeypatch, capsys, app, command, bad):
+    # --min-probability took any float: 1.5 kept no link and -0.1 or nan every link, with nothing said
+    from meddevkg_dagster.cli import command_line
+
+    ran: list[object] = []
+    monkeypatch.setattr(command_line, command, lambda args: ran.append(args) or 0)
+    with pytest.raises(SystemExit) as usage:
+        main([app, "--device", "P1", "--min-probability", bad])
+    assert usage.value.code == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1] == f"meddevkg {app}: error: argument --min-probability: must be a probability " \
+                                   f"between 0 and 1, got {float(bad)}", err
+    assert not ran
+
+
+@pytest.mark.parametrize(("app", "command"), _APP_COMMANDS)
+def test_a_min_probability_of_0_or_1_reaches_the_command(monkeypatch, capsys, app, command):
+    from meddevkg_dagster.cli import command_line
+
+    ran: list[argparse.Namespace] = []
+    monkeypatch.setattr(command_line, command, lambda args: ran.append(args) or 0)
+    for value in ("0", "1"):
+        assert main([app, "--device", "P1", "--min-probability", value]) == 0
+    assert [args.min_probability for args in ran] == [0.0, 1.0]
+    with pytest.raises(SystemExit) as usage:  # not a number: argparse's own line, as before
+        main([app, "--device", "P1", "--min-probability", "high"])
+    assert usage.value.code == 2
+    assert capsys.readouterr().err.endswith("argument --min-probability: invalid float value: 'high'\n")
 
 
 FAST_RERANK = '{"rerank": {"n_estimators": 10, "folds": 2, "bagging": 1}}'
