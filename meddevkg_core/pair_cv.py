@@ -49,7 +49,15 @@ from meddevkg_core.text_pair_features import (
     YEAR_FEATURES,
     pair_features,
 )
-from meddevkg_core.text_pairs import PairsError, assign_folds, check_folds, check_pairs, device_groups, load_pairs
+from meddevkg_core.text_pairs import (
+    PairsError,
+    assign_folds,
+    check_classes,
+    check_folds,
+    check_pairs,
+    device_groups,
+    load_pairs,
+)
 from meddevkg_core.text_repair import repair_counts
 
 if TYPE_CHECKING:
@@ -302,8 +310,7 @@ def run_pairs_cv(pairs: pl.DataFrame, encoder: Encoder, nlp: Language | None, on
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     cfg = (model_cfg or RerankConfig()).model_copy(update={"seed": seed})
     labels = pairs["label"].to_numpy().astype(np.int32)
-    if labels.sum() < 2 or labels.sum() == len(labels):
-        raise PairsError(f"need positives and negatives; got {int(labels.sum())} positives of {len(labels)}")
+    check_classes(labels)
     groups = device_groups(pairs)
     fold = assign_folds(groups, folds, seed)
     features, seconds = pair_features(pairs, encoder, nlp, ontology, cross_encoder, cross_encoder_cfg, dossiers)
@@ -404,8 +411,10 @@ def main_pairs_cv(pairs_path: str, out: str, cross_encoder: str | None, device: 
     from meddevkg_core.packaged_models import default_models_dir
 
     read, pairs_input = read_fingerprinted(pairs_path, load_pairs)
-    # the device groups are known now: too many folds fail here, not once the (slow) models are loaded
+    # labels and device groups are known now: a file pairs-cv cannot use fails here, not once the (slow)
+    # models are loaded
     with prefixed(pairs_path, PairsError):
+        check_classes(read.pairs["label"].to_numpy())
         check_folds(device_groups(read.pairs), folds)
     inputs = {"pairs": pairs_input}
     start = time.perf_counter()

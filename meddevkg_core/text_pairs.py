@@ -117,6 +117,14 @@ def check_folds(groups: np.ndarray, folds: int) -> None:
         raise PairsError(f"need 2 <= folds <= device groups; got {folds} folds for {n_groups} device groups")
 
 
+def check_classes(labels: np.ndarray) -> None:
+    """A PairsError unless there are at least two positives and a negative: each learned scorer fits both
+    classes. pairs-cv checks it once the pairs are read, before its models load."""
+    positives = int(labels.sum())
+    if positives < 2 or positives == len(labels):
+        raise PairsError(f"need positives and negatives; got {positives} positives of {len(labels)}")
+
+
 def assign_folds(groups: np.ndarray, folds: int, seed: int) -> np.ndarray:
     """Fold per pair from the groups alone, never from labels, so a device's out-of-fold score
     cannot depend on its own labels even through the split. Largest group first into the

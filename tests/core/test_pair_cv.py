@@ -229,19 +229,29 @@ def test_main_pairs_cv_writes_and_returns_the_report(tmp_path: Path, pairs: pl.D
     assert json.loads((tmp_path / "out" / "report.json").read_text())["scorers"].keys() == report["scorers"].keys()
 
 
-def test_main_pairs_cv_refuses_more_folds_than_device_groups_before_loading_a_model(
-        tmp_path: Path, pairs: pl.DataFrame, monkeypatch: pytest.MonkeyPatch):
-    """Loading the models takes long: folds above the device groups fail as soon as the pairs are read."""
+@pytest.mark.parametrize(("positives", "folds", "says"), [
+    (None, 9, "9 folds for 8 device groups"),
+    (0, 5, "need positives and negatives; got 0 positives of 40"),
+    (1, 5, "need positives and negatives; got 1 positives of 40"),
+    (40, 5, "need positives and negatives; got 40 positives of 40"),
+])
+def test_main_pairs_cv_refuses_what_it_cannot_cross_validate_before_loading_a_model(
+        tmp_path: Path, pairs: pl.DataFrame, monkeypatch: pytest.MonkeyPatch, positives: int | None, folds: int,
+        says: str):
+    """Loading the models takes long: folds above the device groups, or a file without both classes, fail as
+    soon as the pairs are read."""
     def no_model(*args: object, **kwargs: object) -> None:
         raise AssertionError("a model was loaded")
 
     for loader in ("embeddings.load_embedding_model", "entities.load_spacy_pipeline",
                    "ontology.load_meddevonto", "cross_encoder.load_cross_encoder"):
         monkeypatch.setattr(f"meddevkg_core.{loader}", no_model)
+    if positives is not None:
+        pairs = pairs.with_columns(label=(pl.int_range(pl.len()) < positives).cast(pairs["label"].dtype))
     src = tmp_path / "pairs.parquet"
     pairs.write_parquet(src)  # 8 devices, each its own group
-    with pytest.raises(text_pairs.PairsError, match=rf"^{re.escape(str(src))}: .*\b9 folds for 8 device groups"):
-        pair_cv.main_pairs_cv(str(src), str(tmp_path / "out"), None, "cpu", False, folds=9, models_dir=tmp_path)
+    with pytest.raises(text_pairs.PairsError, match=rf"^{re.escape(str(src))}: .*{re.escape(says)}"):
+        pair_cv.main_pairs_cv(str(src), str(tmp_path / "out"), None, "cpu", False, folds=folds, models_dir=tmp_path)
     assert not (tmp_path / "out").exists()
 
 
