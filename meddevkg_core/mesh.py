@@ -14,12 +14,14 @@ import json
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 import polars as pl
 
 from meddevkg_core import schemas
+from meddevkg_core.lineage import read_fingerprinted
 from meddevkg_core.terminologies import (
     DEFAULT_MESH_BRANCHES,
     Terminology,
@@ -48,9 +50,14 @@ def read_mesh(path: str | Path, *, branches: Mapping[str, str] = DEFAULT_MESH_BR
     """Descriptors under `branches` (tree prefix -> TUI, first match wins) with entry terms and tree parents.
 
     A record without a UI or name, or with a malformed UI, is quarantined (strict: raises);
-    malformed XML always raises, naming the file, line and column.
+    malformed XML always raises, naming the file, line and column. The file is hashed once it is
+    read (lineage.read_fingerprinted): `inputs` names it mesh_descriptors.
     """
-    path = Path(path)
+    terminology, found = read_fingerprinted(path, partial(_read, branches=branches, strict=strict))
+    return replace(terminology, inputs={"mesh_descriptors": found})
+
+
+def _read(path: Path, branches: Mapping[str, str], strict: bool) -> Terminology:
     kept: dict[str, tuple[Descriptor, str, tuple[str, ...]]] = {}
     bad: list[dict[str, str]] = []
     for number, record in _records(path):

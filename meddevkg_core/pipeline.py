@@ -56,6 +56,8 @@ class Models:
     embedding_cache: EmbeddingCache | None = None
     ontology_rejected: pl.DataFrame = field(default_factory=lambda: schemas.empty(schemas.REJECTED_RECORDS))
     """What loading the ontology's licensed releases quarantined (terminologies.load_ontology)."""
+    ontology_inputs: Mapping[str, InputFile] = field(default_factory=dict)
+    """The licensed releases' files the ontology was merged from (MergedOntology.inputs; none: the shipped one)."""
 
 
 def documents(df: pl.DataFrame, id_col: str) -> pl.DataFrame:
@@ -214,8 +216,10 @@ class PipelineResult:
 
 def run_inputs(corpus: Corpus, models: Models, config_file: InputFile | None) -> dict[str, InputFile]:
     """The files a run read, by name, with their bytes' digest (lineage): the corpus tables and FDA
-    records (Corpus.inputs), the corpus's company tables (the resolver's) and the `--config` file."""
-    return {**corpus.inputs, **models.resolver.inputs, **({"config": config_file} if config_file else {})}
+    records (Corpus.inputs), the corpus's company tables (the resolver's), the `--config` file and the
+    UMLS / MeSH files merged into the ontology (Models.ontology_inputs)."""
+    return {**corpus.inputs, **models.resolver.inputs, **({"config": config_file} if config_file else {}),
+            **models.ontology_inputs}
 
 
 def run_pipeline(corpus: Corpus, models: Models, config: PipelineConfig | None = None,

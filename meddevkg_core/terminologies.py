@@ -2,7 +2,8 @@
 
 The readers (`umls.read_umls`, `mesh.read_mesh`) return a `Terminology`: the three ontology
 tables in the declared schemas, so `Ontology.from_frames` accepts them as they are, plus every
-input record they quarantined. `merge_terminologies` lays them under the shipped MedDevOnto,
+input record they quarantined and the files they read (lineage: a result made with one release can
+be told from one made with another). `merge_terminologies` lays them under the shipped MedDevOnto,
 which keeps priority, and `load_ontology` is the one entry the pipeline calls.
 
 Merge rules (shipped first, then each terminology in the order given):
@@ -32,6 +33,7 @@ from pydantic import BaseModel
 
 from meddevkg_core import schemas
 from meddevkg_core.errors import InputError
+from meddevkg_core.lineage import InputFile
 from meddevkg_core.ontology import CATEGORY_WEIGHTS, Ontology, category_for_tui, load_meddevonto, normalize_term
 
 ENV_UMLS_DIR = "MEDDEVKG_UMLS_DIR"
@@ -78,6 +80,8 @@ class Terminology:
     terms: pl.DataFrame
     parents: pl.DataFrame
     rejected: pl.DataFrame = field(default_factory=lambda: schemas.empty(schemas.REJECTED_RECORDS))
+    inputs: Mapping[str, InputFile] = field(default_factory=dict)
+    """The release's files read, by name (umls_mrconso, mesh_descriptors, ...), with their bytes' digest."""
 
     def to_ontology(self) -> Ontology:
         """The terminology alone (no anchors: those come from the shipped ontology in a merge)."""
@@ -91,6 +95,8 @@ class MergedOntology:
     """Loaded concepts that became an existing concept (ALIASES: which, into what, by which rule)."""
     rejected: pl.DataFrame
     """Quarantined input records and merge conflicts (schemas.REJECTED_RECORDS)."""
+    inputs: Mapping[str, InputFile] = field(default_factory=dict)
+    """Every terminology's files read, in the order read (none for the shipped ontology alone)."""
 
 
 class TerminologyConfig(BaseModel, frozen=True):
@@ -293,7 +299,8 @@ def merge_terminologies(base: Ontology, *loaded: Terminology) -> MergedOntology:
         pl.format("{} -> {}", "concept_id", "parent_id").alias("record_key"),
         pl.lit("parent link closes a cycle with links of higher priority").alias("reason"),
         pl.struct("concept_id", "parent_id").struct.json_encode().alias("record")), "merge"))
-    return MergedOntology(Ontology.from_frames(concepts, terms, parents), pl.concat(aliases), pl.concat(rejected))
+    return MergedOntology(Ontology.from_frames(concepts, terms, parents), pl.concat(aliases), pl.concat(rejected),
+                          {name: found for t in loaded for name, found in t.inputs.items()})
 
 
 def _merge_one(concepts: pl.DataFrame, terms: pl.DataFrame, parents: pl.DataFrame,

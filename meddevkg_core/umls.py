@@ -25,6 +25,7 @@ import polars as pl
 
 from meddevkg_core import schemas
 from meddevkg_core.errors import one_line
+from meddevkg_core.lineage import read_fingerprinted
 from meddevkg_core.ontology import CATEGORY_WEIGHTS, category_for_tui
 from meddevkg_core.terminologies import (
     DEFAULT_UMLS_TUIS,
@@ -61,16 +62,21 @@ def read_umls(umls_dir: str | Path, *, tuis: Collection[str] = DEFAULT_UMLS_TUIS
     `umls_dir` is the release's META directory (or the release directory holding META/).
     Kept atoms: LAT in `languages`, SUPPRESS = N unless `keep_suppressible`, SAB in `sabs` and
     SRL <= `max_srl` where given. Parent links come from MRREL PAR/CHD rows (SAB in `rel_sabs`
-    where given, unsuppressed) between two kept concepts.
+    where given, unsuppressed) between two kept concepts. Each file is hashed once its read is done
+    (lineage.read_fingerprinted): `inputs` names umls_mrsty, umls_mrconso and umls_mrrel.
     """
     root = Path(umls_dir)
     if not (root / "MRCONSO.RRF").is_file() and (root / "META" / "MRCONSO.RRF").is_file():
         root = root / "META"
-    types, sty_bad = _semantic_types(root / "MRSTY.RRF", set(tuis), strict)
-    atoms, conso_bad = _atoms(root / "MRCONSO.RRF", types, languages, sabs, max_srl, keep_suppressible, strict)
+    (types, sty_bad), sty_file = read_fingerprinted(
+        root / "MRSTY.RRF", lambda path: _semantic_types(path, set(tuis), strict))
+    (atoms, conso_bad), conso_file = read_fingerprinted(
+        root / "MRCONSO.RRF", lambda path: _atoms(path, types, languages, sabs, max_srl, keep_suppressible, strict))
     concepts, terms, empty_terms = _concepts(atoms, types, languages)
-    parents, rel_bad = _hierarchy(root / "MRREL.RRF", concepts["concept_id"], rel_sabs, keep_suppressible, strict)
-    return Terminology("UMLS", concepts, terms, parents, pl.concat([sty_bad, conso_bad, empty_terms, rel_bad]))
+    (parents, rel_bad), rel_file = read_fingerprinted(
+        root / "MRREL.RRF", lambda path: _hierarchy(path, concepts["concept_id"], rel_sabs, keep_suppressible, strict))
+    return Terminology("UMLS", concepts, terms, parents, pl.concat([sty_bad, conso_bad, empty_terms, rel_bad]),
+                       {"umls_mrsty": sty_file, "umls_mrconso": conso_file, "umls_mrrel": rel_file})
 
 
 _NUL = "NUL byte (0x00)"

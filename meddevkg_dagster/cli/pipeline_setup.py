@@ -62,8 +62,8 @@ def load_models(corpus_dir: Path, cross_encoder: CrossEncoderConfig, device: str
         scorer = load_cross_encoder(cross_encoder, device=device)
     return Models(
         encoder=encoder, entity_extractors=(extraction or ExtractorSettings()).extractors(),
-        ontology=ontology.ontology, ontology_rejected=ontology.rejected, resolver=resolver,
-        cross_encoder=scorer, embedding_cache=EmbeddingCache(cache_dir) if cache_dir else None)
+        ontology=ontology.ontology, ontology_rejected=ontology.rejected, ontology_inputs=ontology.inputs,
+        resolver=resolver, cross_encoder=scorer, embedding_cache=EmbeddingCache(cache_dir) if cache_dir else None)
 
 
 @contextmanager

@@ -12,6 +12,9 @@ import polars as pl
 import pytest
 
 from meddevkg_core import schemas
+from meddevkg_core import umls as umls_reader
+from meddevkg_core.errors import CorpusError
+from meddevkg_core.lineage import fingerprint
 from meddevkg_core.mesh import read_mesh
 from meddevkg_core.ontology import Ontology, load_meddevonto
 from meddevkg_core.terminologies import (
@@ -292,6 +295,34 @@ def test_missing_rrf_file_is_a_clear_error(tmp_path):
         read_umls(root)
 
 
+def test_umls_records_each_rrf_file_it_read_with_its_bytes_digest(tmp_path):
+    meta = tmp_path / "2025AA" / "META"  # the release directory: the files are found, and named, under META
+    shutil.copytree(UMLS_DIR, meta)
+    t = read_umls(tmp_path / "2025AA")
+    assert t.inputs == {name: fingerprint(meta / file) for name, file in (
+        ("umls_mrsty", "MRSTY.RRF"), ("umls_mrconso", "MRCONSO.RRF"), ("umls_mrrel", "MRREL.RRF"))}
+    with (meta / "MRCONSO.RRF").open("a") as fh:  # another release: another digest, of that file only
+        fh.write("C9900009|ENG|P|L9|PF|S9|Y|A9||||MTH|PT|X|Extra device|0|N||\n")
+    again = read_umls(meta)
+    assert again.inputs["umls_mrconso"] != t.inputs["umls_mrconso"]
+    assert {k: v for k, v in again.inputs.items() if k != "umls_mrconso"} == {
+        k: v for k, v in t.inputs.items() if k != "umls_mrconso"}
+
+
+def test_an_rrf_file_rewritten_while_it_is_read_is_refused_not_recorded(tmp_path, monkeypatch):
+    root = _copy_umls(tmp_path)
+    real = umls_reader._atoms
+
+    def rewritten_meanwhile(path, *args):
+        read = real(path, *args)
+        path.write_bytes(path.read_bytes() + b"C9900009|ENG|P|L9|PF|S9|Y|A9||||MTH|PT|X|Extra device|0|N||\n")
+        return read
+
+    monkeypatch.setattr(umls_reader, "_atoms", rewritten_meanwhile)
+    with pytest.raises(CorpusError, match=r"MRCONSO\.RRF: changed while it was read"):
+        read_umls(root)
+
+
 # ------------------------------------------------------------------ MeSH
 
 
@@ -310,6 +341,13 @@ def test_mesh_descriptors_of_the_configured_branches(mesh):
 
 def test_mesh_parents_come_from_tree_numbers(mesh):
     assert _links(mesh) == {("MESH:D054855", "MESH:D015607"), ("MESH:D001281", "MESH:D001145")}
+
+
+def test_mesh_records_the_descriptor_file_it_read_with_its_bytes_digest(tmp_path):
+    packed = tmp_path / "desc_sample.xml.gz"
+    packed.write_bytes(gzip.compress(MESH_XML.read_bytes()))
+    assert read_mesh(MESH_XML).inputs == {"mesh_descriptors": fingerprint(MESH_XML)}
+    assert read_mesh(packed).inputs == {"mesh_descriptors": fingerprint(packed)}  # the bytes read, packed
 
 
 def test_mesh_first_listed_branch_wins_and_gzip_is_read(tmp_path):
@@ -360,6 +398,15 @@ def test_no_configured_release_is_the_shipped_ontology():
     result = load_ontology()
     assert result.ontology is load_meddevonto()
     assert result.aliases.height == 0 and result.rejected.height == 0
+
+
+def test_the_merged_ontology_records_every_release_file_read_and_none_unconfigured(tmp_path):
+    root, mesh_xml = _copy_umls(tmp_path), Path(shutil.copy(MESH_XML, tmp_path / "desc2025.xml"))
+    merged = load_ontology(TerminologyConfig(umls_dir=root, mesh_xml=mesh_xml))
+    assert merged.inputs == {**read_umls(root).inputs, "mesh_descriptors": fingerprint(mesh_xml)}
+    assert list(merged.inputs) == ["umls_mrsty", "umls_mrconso", "umls_mrrel", "mesh_descriptors"]
+    assert load_ontology(TerminologyConfig(mesh_xml=mesh_xml)).inputs == {"mesh_descriptors": fingerprint(mesh_xml)}
+    assert load_ontology().inputs == {}  # the shipped ontology alone: no file of a release read
 
 
 def test_merge_keeps_every_shipped_lookup_and_concept(merged):

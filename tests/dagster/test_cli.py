@@ -563,7 +563,36 @@ def test_run_and_benchmark_merge_the_licensed_releases_the_environment_names(tmp
         pipeline_setup.load_models(tmp_path, CrossEncoderConfig(), "cpu", None)
 
 
-def test_run_with_the_hashing_encoder_writes_its_tables_and_a_wrong_model_path_is_named(tmp_path, capsys):
+def test_run_and_benchmark_record_the_release_files_they_merged_beside_the_corpus_s(tmp_path, monkeypatch):
+    import meddevkg_core.embeddings
+    import meddevkg_core.entities
+    import meddevkg_dagster.cli.pipeline_setup as pipeline_setup
+    from meddevkg_core.config import CrossEncoderConfig
+    from meddevkg_core.corpus import read_corpus
+    from meddevkg_core.demo import demo_corpus_dir
+    from meddevkg_core.lineage import fingerprint as file_fingerprint
+    from meddevkg_core.pipeline import run_inputs
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures"
+    umls, mesh = shutil.copytree(fixtures / "umls", tmp_path / "umls"), tmp_path / "desc2025.xml"
+    shutil.copy(fixtures / "mesh" / "desc_sample.xml", mesh)
+    monkeypatch.setattr(meddevkg_core.embeddings, "load_embedding_model", lambda *args, **kw: None)
+    monkeypatch.setattr(meddevkg_core.entities, "load_spacy_pipeline", lambda: None)
+    corpus = read_corpus(demo_corpus_dir())
+    read = run_inputs(corpus, pipeline_setup.load_models(demo_corpus_dir(), CrossEncoderConfig(), "cpu", None), None)
+    assert read.keys() == {"devices", "patents", "gold_links", "labeled_pairs", "acquisitions"}  # none set: as before
+    monkeypatch.setenv("MEDDEVKG_UMLS_DIR", str(umls))
+    monkeypatch.setenv("MEDDEVKG_MESH_XML", str(mesh))
+    models = pipeline_setup.load_models(demo_corpus_dir(), CrossEncoderConfig(), "cpu", None)
+    # what run's summary.json and benchmark's report.json record: the corpus's files, then the releases'
+    assert run_inputs(corpus, models, None) == {
+        **read, "umls_mrsty": file_fingerprint(umls / "MRSTY.RRF"),
+        "umls_mrconso": file_fingerprint(umls / "MRCONSO.RRF"), "umls_mrrel": file_fingerprint(umls / "MRREL.RRF"),
+        "mesh_descriptors": file_fingerprint(mesh)}
+
+
+def test_run_with_the_hashing_encoder_writes_its_tables_and_a_wrong_model_path_is_named(tmp_path, capsys,
+                                                                                         monkeypatch):
     import polars as pl
 
     from meddevkg_core.demo import demo_corpus_dir
@@ -575,12 +604,16 @@ def test_run_with_the_hashing_encoder_writes_its_tables_and_a_wrong_model_path_i
     # `hashing` is documented for MEDDEVKG_EMBEDDING_MODEL; `run` took it for a model directory.
     out, config = tmp_path / "out", tmp_path / "seed_7.json"
     config.write_text('{"rerank": {"seed": 7}}')
+    mesh = Path(__file__).resolve().parents[1] / "fixtures" / "mesh" / "desc_sample.xml"
+    monkeypatch.setenv("MEDDEVKG_MESH_XML", str(mesh))  # a MeSH release merged under the shipped ontology
     assert main(["run", "--corpus", str(corpus), "--out", str(out), "--embedding-model", "hashing",
                  "--config", str(config)]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["evaluation"]["n_links"] > 0 and summary["config"]["candidates"]["vector_mode"] == "device_quantile"
-    # every file the run read, with its bytes' digest: the corpus tables, its company table, the config
-    assert summary["inputs"].keys() == {"devices", "patents", "gold_links", "labeled_pairs", "acquisitions", "config"}
+    # every file the run read, with its bytes' digest: the corpus tables, its company table, the config, MeSH's
+    assert summary["inputs"].keys() == {"devices", "patents", "gold_links", "labeled_pairs", "acquisitions", "config",
+                                        "mesh_descriptors"}
+    assert summary["inputs"]["mesh_descriptors"]["sha256"] == hashlib.sha256(mesh.read_bytes()).hexdigest()
     assert summary["inputs"]["acquisitions"] == {"path": str(corpus / "acquisitions.csv"),
                                                  "size": (corpus / "acquisitions.csv").stat().st_size,
                                                  "sha256": hashlib.sha256((corpus / "acquisitions.csv").read_bytes())
