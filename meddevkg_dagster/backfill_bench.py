@@ -90,14 +90,27 @@ def core_device_links(tables: dict[str, pl.DataFrame], resources: dict[str, Any]
 def source_inputs(result: dg.ExecuteInProcessResult) -> dict[str, Any]:
     """The files a run's pma_documents read, as its materialisation metadata names them (`inputs`): the
     corpus devices, and MEDDEVKG_FDA_PMA's records when it is set (the core side reads them too)."""
-    import dagster as dg
-
     read: dict[str, Any] = {}
     for materialization in result.asset_materializations_for_node("pma_documents"):
-        entry = materialization.metadata.get("inputs")
-        if isinstance(entry, dg.JsonMetadataValue) and isinstance(entry.data, dict):
-            read.update(entry.data)
+        read.update(_recorded_inputs(materialization))
     return read
+
+
+def ontology_inputs(instance: dg.DagsterInstance) -> dict[str, Any]:
+    """The UMLS / MeSH files the stored meddevonto was merged from, as its last materialisation names them
+    (none when neither MEDDEVKG_UMLS_DIR nor MEDDEVKG_MESH_XML was set): both sides link with that ontology."""
+    import dagster as dg
+
+    event = instance.get_latest_materialization_event(dg.AssetKey("meddevonto"))
+    return _recorded_inputs(event.asset_materialization if event else None)
+
+
+def _recorded_inputs(materialization: dg.AssetMaterialization | None) -> dict[str, Any]:
+    """The files a materialisation's metadata names (`inputs`, lineage.inputs_json), or none."""
+    import dagster as dg
+
+    entry = materialization.metadata.get("inputs") if materialization else None
+    return dict(entry.data) if isinstance(entry, dg.JsonMetadataValue) and isinstance(entry.data, dict) else {}
 
 
 PATENT_TABLES = {"patents": "pat_id", "patent_embeddings": "doc_id", "patent_entities": "doc_id"}
@@ -194,7 +207,8 @@ def run_backfill_bench(corpus_dir: Path, runs: int = 3, patent_copies: int = 1) 
 def time_backfill(instance: dg.DagsterInstance, job: dg.JobDefinition, resources: Mapping[str, Any], database: Path,
                   runs: int, patent_copies: int) -> dict[str, Any]:
     """On a materialised store: `job` (device_links_job) over every device partition vs the core, `runs`
-    times; then the core side's pool and links are checked against those the last run stored."""
+    times; then the core side's pool and links are checked against those the last run stored. The files
+    read: the core side's, the run's source asset's and the stored ontology's (its UMLS / MeSH release)."""
     import dagster as dg
 
     from meddevkg_dagster.partitions import PMA_DEVICES, range_tags
@@ -236,4 +250,4 @@ def time_backfill(instance: dg.DagsterInstance, job: dg.JobDefinition, resources
             "cpu_ratio": round(d_cpu / c_cpu, 3) if c_cpu else None,
             "home": os.environ.get("MEDDEVKG_HOME"), "event_log": type(instance.event_log_storage).__name__,
             "event_batch_size": int(os.environ.get("DAGSTER_EVENT_BATCH_SIZE", "0")),
-            "inputs": read}
+            "inputs": {**read, **ontology_inputs(instance)}}

@@ -208,6 +208,7 @@ def _markdown(df: pl.DataFrame) -> str:
     pool=DUCKDB_POOL,
 )
 def meddevonto(context: dg.AssetExecutionContext, terminologies: TerminologiesResource):
+    """The merged ontology; its metadata's `inputs` names the UMLS / MeSH files read (none when neither is set)."""
     with stopwatch() as t:
         merged = load_ontology(terminologies.config())
     onto, rejected = merged.ontology, merged.rejected
@@ -219,7 +220,7 @@ def meddevonto(context: dg.AssetExecutionContext, terminologies: TerminologiesRe
     yield dg.Output(out, output_name="meddevonto", metadata=table_metadata(
         out, anchors=int(out["is_anchor"].sum()), terms=onto.terms.height, parent_links=onto.hierarchy.height,
         concepts_by_source=dg.MetadataValue.json(by_source), folded_into_shipped=merged.aliases.height,
-        seconds=t["seconds"]))
+        seconds=t["seconds"], inputs=input_files(merged.inputs) if merged.inputs else None))
     yield dg.Output(rejected, output_name="ontology_quarantine", metadata=table_metadata(rejected))
 
 

@@ -98,6 +98,23 @@ def test_the_fda_records_a_dagster_run_read_are_taken_from_its_source_asset(harn
     assert source_inputs(result) == _digests({"devices": harness.corpus / "devices.jsonl", "fda_pma": fda})
 
 
+def test_the_release_files_the_stored_ontology_was_merged_from_are_taken_from_its_asset(harness):
+    # the core side links with the stored meddevonto: the UMLS / MeSH files it was merged from are the run's too
+    from meddevkg_dagster.backfill_bench import ontology_inputs
+    from meddevkg_dagster.jobs import ONTOLOGY_ASSETS
+    from meddevkg_dagster.resources import TerminologiesResource
+
+    assert ontology_inputs(harness.instance) == {}  # not materialised yet
+    assert harness.materialize(ONTOLOGY_ASSETS).success
+    assert ontology_inputs(harness.instance) == {}  # neither release set: the shipped ontology, no file
+    umls, mesh = REPO / "tests" / "fixtures" / "umls", REPO / "tests" / "fixtures" / "mesh" / "desc_sample.xml"
+    harness.resources["terminologies"] = TerminologiesResource(umls_dir=str(umls), mesh_xml=str(mesh))
+    assert harness.materialize(ONTOLOGY_ASSETS).success
+    assert ontology_inputs(harness.instance) == _digests({"umls_mrsty": umls / "MRSTY.RRF",
+                                                          "umls_mrconso": umls / "MRCONSO.RRF",
+                                                          "umls_mrrel": umls / "MRREL.RRF", "mesh_descriptors": mesh})
+
+
 def test_with_fda_records_the_core_side_makes_the_pool_and_links_the_dagster_run_stored(harness, tmp_path):
     # The supplements make the dossier score and extend a device's deal window: both sides read them
     from meddevkg_core.lineage import inputs_json

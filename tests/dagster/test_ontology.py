@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import dagster as dg
@@ -30,6 +31,24 @@ def test_umls_and_mesh_releases_reach_the_stored_ontology_and_their_rejects_the_
     quarantine = harness.table("ontology_quarantine")
     assert "C9900005" in quarantine.filter(pl.col("source") == "UMLS merge")["record_key"].to_list()
     assert quarantine.filter(pl.col("source") == "MRREL.RRF").height == 1  # the reader's rejects are kept too
+
+
+def test_the_ontology_s_materialisation_names_the_release_files_it_read_and_none_unset(harness, tmp_path):
+    from meddevkg_core.lineage import fingerprint, inputs_json
+
+    def metadata(result) -> dict:
+        [event] = [e for e in result.get_asset_materialization_events()
+                   if e.event_specific_data.materialization.asset_key == dg.AssetKey("meddevonto")]
+        return event.event_specific_data.materialization.metadata
+
+    assert "inputs" not in metadata(harness.materialize(ONTOLOGY_ASSETS))  # the shipped ontology: no file read
+    umls, mesh = Path(shutil.copytree(UMLS_DIR, tmp_path / "umls")), tmp_path / "desc2025.xml"
+    shutil.copy(FIXTURES / "mesh" / "desc_sample.xml", mesh)
+    harness.resources["terminologies"] = TerminologiesResource(umls_dir=str(umls), mesh_xml=str(mesh))
+    read = metadata(harness.materialize(ONTOLOGY_ASSETS))["inputs"].value
+    assert read == inputs_json({"umls_mrsty": fingerprint(umls / "MRSTY.RRF"),
+                                "umls_mrconso": fingerprint(umls / "MRCONSO.RRF"),
+                                "umls_mrrel": fingerprint(umls / "MRREL.RRF"), "mesh_descriptors": fingerprint(mesh)})
 
 
 def test_unset_is_the_shipped_ontology_and_a_wrong_path_names_its_variable(harness, tmp_path):
