@@ -5,8 +5,8 @@ alternately `runs` times: `device_links_job` over every device partition as one 
 reads and writes, events, checks), and the same steps called directly on in-memory inputs
 (device mentions and embeddings, Stage 2, cross-encoder, Stage 3 with evidence and ranks). The ratio of the
 medians is what the orchestration adds; it is given for wall time and for the process's CPU time. After
-the runs, the core side's pool and links must be the (fda_id, pat_id) pairs the run stored, or the ratio
-would compare unlike work.
+the runs, the core side's pool and links must be the (fda_id, pat_id) pairs the run stored, with the same
+values in every column both have (floats within rounding), or the ratio would compare unlike work.
 
 Dagster's cost is mostly per partition and asset (events, IO manager calls), the core's grows with
 the patents each device is scored against. `patent_copies` > 1 shows how the ratio moves toward
@@ -157,12 +157,51 @@ def different_work(what: str, made: pl.DataFrame, stored: pl.DataFrame) -> str |
             f"{detail}: the two sides did different work, the ratio would mislead")
 
 
+FLOAT_TOLERANCE = 1e-5
+"""How far a float of the core side's may be from the stored one: 1e-5, or 1e-5 of the larger of the two above 1
+(math.isclose's abs_tol and rel_tol; scores such as score_total reach about 100). Both sides make them with the
+same functions on the same inputs, so only float32 rounding may differ, e.g. a cosine summed in another order
+in another block of devices; 1e-5 is what the Stage-2 tests allow for that (tests/core/test_candidates.py,
+tests/dagster/test_assets.py), about 80 float32 steps at 1, while another model or feature moves a score or
+probability by far more."""
+
+
+def _shown(value: object) -> str:
+    """A value of the example pair: floats to float32's 7 digits, null as such, the rest as Python writes it."""
+    if value is None:
+        return "null"
+    return f"{value:.7g}" if isinstance(value, float) else repr(value)
+
+
+def different_values(table: str, made: pl.DataFrame, stored: pl.DataFrame) -> str | None:
+    """Why the core side's values are not the run's, in one line, or None: the first column both have whose
+    values differ on some pair (exact, floats within FLOAT_TOLERANCE; NaN and null equal themselves), how
+    many pairs, and the first such pair. Both hold the same pairs (different_work)."""
+    columns = [c for c in made.columns if c in stored.columns and c not in PAIR]
+    joined = made.select(*PAIR, *columns).join(stored.select(*PAIR, *columns), on=PAIR, suffix="_stored")
+    for column in columns:
+        core, run = pl.col(column), pl.col(f"{column}_stored")
+        differ = core.ne_missing(run)
+        if made.schema[column].is_float():
+            differ &= ~core.is_close(run, abs_tol=FLOAT_TOLERANCE, rel_tol=FLOAT_TOLERANCE, nans_equal=True
+                                     ).fill_null(False)
+        rows = joined.filter(differ)
+        if rows.height:
+            fda_id, pat_id, a, b = rows.sort(PAIR).select(*PAIR, core, run).row(0)
+            return (f"bench-backfill: {table}.{column} differs on {rows.height} of {joined.height} pairs, e.g. "
+                    f"({fda_id}, {pat_id}): core side {_shown(a)}, Dagster run {_shown(b)}: the two sides did "
+                    "different work, the ratio would mislead")
+    return None
+
+
 def check_same_work(core: CoreLinks, database: Path) -> None:
-    """The core side's pool and links against those the last run stored: a change to an asset the core side
-    does not follow would otherwise go on timing unlike work, unnoticed."""
+    """The core side's pool and links against those the last run stored, pairs then values (one query per
+    table): a change to an asset the core side does not follow would otherwise go on timing unlike work,
+    unnoticed."""
     with duckdb.connect(str(database), read_only=True) as con:
         for (table, what), made in zip(SAME_WORK.items(), (core.pool, core.links), strict=True):
-            if reason := different_work(what, made, con.sql(f"select fda_id, pat_id from meddevkg.{table}").pl()):
+            stored = con.sql(f"select * from meddevkg.{table}").pl()
+            if reason := different_work(what, made, stored) or different_values(table, made, stored):
                 raise RuntimeError(reason)
 
 

@@ -130,7 +130,8 @@ def test_with_fda_records_the_core_side_makes_the_pool_and_links_the_dagster_run
 
 
 def test_a_core_side_that_made_other_links_than_the_run_stored_is_an_error(harness, monkeypatch):
-    # A future change to an asset the core side does not follow: the ratio would compare unlike work
+    # A future change to an asset the core side does not follow: the ratio would compare unlike work.
+    # Other pairs (one link fewer), or the same pairs with other scores (another model or feature on one side)
     from meddevkg_core.corpus import read_corpus
     from meddevkg_dagster import backfill_bench
     from meddevkg_dagster.checks import CHECKS
@@ -150,6 +151,25 @@ def test_a_core_side_that_made_other_links_than_the_run_stored_is_an_error(harne
                                            rf"run stored {stored}: the two sides did different work"):
         backfill_bench.time_backfill(harness.instance, job, harness.resources, harness.db, runs=1, patent_copies=1)
 
+    shifted: list[pl.DataFrame] = []  # the links the core side made, each probability 0.01 higher
+
+    def higher(tables, resources):
+        core = made(tables, resources)
+        shifted.append(core.links.with_columns(pl.col("probability") + 0.01))
+        return core._replace(links=shifted[-1])
+
+    monkeypatch.setattr(backfill_bench, "core_device_links", higher)
+    with pytest.raises(RuntimeError, match=rf"^bench-backfill: reranked_links\.probability differs on {stored} of "
+                                           rf"{stored} pairs, e\.g\. ") as raised:
+        backfill_bench.time_backfill(harness.instance, job, harness.resources, harness.db, runs=1, patent_copies=1)
+    links = harness.table("reranked_links")
+    core, run = (frame.sort("fda_id", "pat_id").row(0, named=True) for frame in (shifted[-1], links))
+    assert str(raised.value) == (
+        f"bench-backfill: reranked_links.probability differs on {stored} of {stored} pairs, e.g. ({run['fda_id']}, "
+        f"{run['pat_id']}): core side {core['probability']:.7g}, Dagster run {run['probability']:.7g}: the two "
+        f"sides did different work, the ratio would mislead")
+    assert backfill_bench.different_work("links", shifted[-1], links) is None  # the same pairs: the old check passed
+
 
 def test_the_core_side_s_pairs_are_compared_with_the_stored_ones_not_only_counted():
     from meddevkg_dagster.backfill_bench import different_work
@@ -162,6 +182,27 @@ def test_the_core_side_s_pairs_are_compared_with_the_stored_ones_not_only_counte
     swapped = stored.with_columns(pat_id=pl.Series(["A", "C"]))
     assert "made 2 pool pairs, the Dagster run stored 2 (1 of its pairs not among them)" in different_work(
         "pool pairs", swapped, stored)
+
+
+def test_the_core_side_s_values_are_compared_with_the_stored_ones_column_by_column():
+    # exact for integers, strings and booleans; floats within float32 rounding; NaN and null equal themselves
+    from meddevkg_dagster.backfill_bench import different_values
+
+    stored = pl.DataFrame({"fda_id": ["P1", "P1", "P2"], "pat_id": ["A", "B", "A"],
+                           "probability": [0.5, float("nan"), None], "rank": [1, 2, 1], "verdict": ["x", None, "y"]},
+                          schema_overrides={"probability": pl.Float32, "rank": pl.Int32})
+    assert different_values("reranked_links", stored.reverse(), stored) is None
+    assert different_values("reranked_links", stored.with_columns(pl.col("probability") * (1 + 1e-6)), stored) is None
+    assert different_values("reranked_links", stored.with_columns(pl.col("probability") + 1e-3), stored) == (
+        "bench-backfill: reranked_links.probability differs on 1 of 3 pairs, e.g. (P1, A): core side 0.501, "
+        "Dagster run 0.5: the two sides did different work, the ratio would mislead")
+    assert "probability differs on 1 of 3 pairs, e.g. (P2, A): core side 0.25, Dagster run null" in different_values(
+        "reranked_links", stored.with_columns(probability=pl.Series([0.5, float("nan"), 0.25], dtype=pl.Float32)),
+        stored)
+    assert "rank differs on 2 of 3 pairs, e.g. (P1, A): core side 2, Dagster run 1" in different_values(
+        "reranked_links", stored.with_columns(rank=pl.Series([2, 3, 1], dtype=pl.Int32)), stored)
+    assert "verdict differs on 1 of 3 pairs, e.g. (P1, B): core side 'x', Dagster run null" in different_values(
+        "reranked_links", stored.with_columns(verdict=pl.Series(["x", "x", "y"])), stored)
 
 
 def test_replicating_the_patent_tables_copies_every_row_under_new_ids():
