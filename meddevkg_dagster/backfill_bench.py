@@ -176,8 +176,14 @@ def _shown(value: object) -> str:
 def different_values(table: str, made: pl.DataFrame, stored: pl.DataFrame) -> str | None:
     """Why the core side's values are not the run's, in one line, or None: the first column both have whose
     values differ on some pair (exact, floats within FLOAT_TOLERANCE; NaN and null equal themselves), how
-    many pairs, and the first such pair. Both hold the same pairs (different_work)."""
-    columns = [c for c in made.columns if c in stored.columns and c not in PAIR]
+    many pairs, and the first such pair. Both hold the same pairs (different_work); a column one side lacks
+    is a difference too, not a column skipped."""
+    core_only = sorted(set(made.columns) - set(stored.columns))
+    run_only = sorted(set(stored.columns) - set(made.columns))
+    if core_only or run_only:
+        return (f"bench-backfill: {table}'s columns differ: core side only {core_only}, Dagster run only {run_only}: "
+                "the two sides did different work, the ratio would mislead")
+    columns = [c for c in made.columns if c not in PAIR]
     joined = made.select(*PAIR, *columns).join(stored.select(*PAIR, *columns), on=PAIR, suffix="_stored")
     for column in columns:
         core, run = pl.col(column), pl.col(f"{column}_stored")

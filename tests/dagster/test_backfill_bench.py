@@ -203,6 +203,10 @@ def test_the_core_side_s_values_are_compared_with_the_stored_ones_column_by_colu
         "reranked_links", stored.with_columns(rank=pl.Series([2, 3, 1], dtype=pl.Int32)), stored)
     assert "verdict differs on 1 of 3 pairs, e.g. (P1, B): core side 'x', Dagster run null" in different_values(
         "reranked_links", stored.with_columns(verdict=pl.Series(["x", "x", "y"])), stored)
+    # a column one side lacks is not skipped: the sides' tables must be the same tables
+    assert different_values("reranked_links", stored.drop("rank").with_columns(extra=pl.lit(1)), stored) == (
+        "bench-backfill: reranked_links's columns differ: core side only ['extra'], Dagster run only ['rank']: "
+        "the two sides did different work, the ratio would mislead")
 
 
 def test_replicating_the_patent_tables_copies_every_row_under_new_ids():
