@@ -892,8 +892,9 @@ def test_a_model_an_option_names_that_is_not_here_ends_the_command_naming_the_op
     # the cross-encoder's error, and pairs-cv's for an embedding model, were tracebacks; run named only the latter
     corpus = _two_gold_devices(tmp_path / "corpus")
     pairs = tmp_path / "pairs.csv"
-    # two device groups: --folds 2, or the file is refused for its folds before a model is loaded
-    pairs.write_text("fda_id,pat_id,device_text,patent_text,label\nP1,1,stent,stent,1\nP2,2,valve,valve,0\n")
+    # two device groups (--folds 2), two positives and a negative: else the file is refused before a model loads
+    pairs.write_text("fda_id,pat_id,device_text,patent_text,label\n"
+                     "P1,1,stent,stent,1\nP1,3,stent,coil,0\nP2,2,valve,valve,1\n")
     missing, out = str(tmp_path / "no-model"), str(tmp_path / "out")
     cross_encoder = f"--cross-encoder / MEDDEVKG_CROSS_ENCODER: cross-encoder model '{missing}' is not available"
     embedding = f"--embedding-model / MEDDEVKG_EMBEDDING_MODEL: embedding model directory not found: {missing}"
