@@ -78,6 +78,11 @@ def _strip_left(toks: list[Word]) -> list[Word]:
 
 def map_phrase_words(tokens: list[Word], head: Word, surface_text: str, ontology: Ontology | MemoOntology,
                       normalize: Callable[[str], str] = normalize_term) -> tuple[ConceptMatch | None, str]:
+    """The concept match and entity type of a trimmed phrase, or (None, COMPONENT) for one too vague to
+    be a mention: a generic head (by its lemma or its written word: "devices", "data") with nothing but
+    boilerplate before it, or of a single character. A plural ending in s is mapped as its lemma ("stents" ->
+    "stent"), since the ontology lists terms in the singular, yet a term listed only in the plural still
+    matches exactly; the type is read from the lemma, so "ablations" is a MECHANISM like "ablation"."""
     words = normalize(surface_text).split()
     lemma = normalize(head.lemma_) or head.lower_
     modifiers = tokens[:-1]
