@@ -64,7 +64,7 @@ def trim_phrase(phrase: list[Word], normalize: Callable[[str], str] = normalize_
         tokens = _strip_left(tokens[1:])
     if not tokens or tokens[-1].pos_ not in NOMINAL:
         return None
-    if not any(t.text.isalpha() for t in tokens) and not any(c.isalpha() for t in tokens for c in t.text):
+    if not any(c.isalpha() for t in tokens for c in t.text):
         return None
     return tokens
 
@@ -96,5 +96,5 @@ def map_phrase_words(tokens: list[Word], head: Word, surface_text: str, ontology
         norm = " ".join([*words[:-1], *lemma.split()])  # "drug-eluting stents" -> "drug eluting stent"
     match = map_phrase(norm, ontology, lemma)
     if match.map_tier != "exact" and norm != surface and (cid := ontology.lookup(surface)) is not None:
-        match = ConceptMatch(surface, cid, "exact")  # a term listed in plural form ("contrast media")
+        match = ConceptMatch(surface, cid, "exact")  # a term listed in plural form ("bone screws")
     return match, entity_type(match.concept_id, lemma, ontology)
