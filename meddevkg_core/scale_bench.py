@@ -23,6 +23,7 @@ import polars as pl
 from meddevkg_core.block_scores import max_devices_per_block
 from meddevkg_core.candidates import collect_candidates
 from meddevkg_core.config import CandidateConfig, PipelineConfig
+from meddevkg_core.errors import prefixed
 from meddevkg_core.fold_models import RerankerTrainingError, apply_fold_models, fit_fold_models
 from meddevkg_core.links_table import links_frame
 from meddevkg_core.ontology import load_meddevonto
@@ -123,13 +124,11 @@ def run_scale_bench(n_patents: int = PAPER_PATENTS, n_devices: int = PAPER_DEVIC
     assert pool is not None
     gold = synthetic_gold(pool, seed=seed)
     m = StageMeter(say)
-    try:
+    # a small corpus's pool may hold its gold and too little else
+    with prefixed(f"synthetic corpus of {n_patents:,} patents x {n_devices:,} devices (seed {seed}; a Stage-2 "
+                  f"pool of {pool.height:,} pairs, {gold.height:,} synthetic gold links)", RerankerTrainingError):
         models = m("stage3_train", fit_fold_models, feature_frame(pool.filter(
             pl.col("fda_id").is_in(gold["fda_id"].unique().implode())), None), gold, config.rerank)
-    except RerankerTrainingError as exc:  # a small corpus's pool may hold its gold and too little else
-        raise RerankerTrainingError(f"synthetic corpus of {n_patents:,} patents x {n_devices:,} devices (seed {seed}; "
-                                    f"a Stage-2 pool of {pool.height:,} pairs, {gold.height:,} synthetic gold links): "
-                                    f"{exc}") from exc
     result["stage3_train_s"] = m.seconds["stage3_train"]
     result["stage3_train_peak_rss_mb"] = m.peak_mb["stage3_train"]
     result["stage3_train_start_rss_mb"] = m.start_mb["stage3_train"]
