@@ -51,6 +51,15 @@ def _environment_restored() -> Iterator[None]:
             os.environ[name] = value
 
 
+@pytest.fixture(autouse=True)
+def _own_meddevkg_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """MEDDEVKG_HOME in a directory of the test's own. Unset, it is ./.meddevkg of pytest's directory, the
+    clone: assets that write there (graph_export, the evaluation's plots, an embedding cache) left files in
+    the clone, which the next run's tests read, and which two pytest-xdist workers shared. A test that sets
+    or removes it itself still does."""
+    monkeypatch.setenv("MEDDEVKG_HOME", str(tmp_path_factory.mktemp("meddevkg_home")))
+
+
 OTHER_RUN = textwrap.dedent("""
     import sys
     from meddevkg_core import atomic_files
