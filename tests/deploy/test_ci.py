@@ -13,10 +13,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _pytest(directory: Path, **env: str) -> subprocess.CompletedProcess:
+def _pytest(directory: Path, *options: str, **env: str) -> subprocess.CompletedProcess:
     environ = {k: v for k, v in os.environ.items() if k != "MEDDEVKG_NO_SKIPS"} | env
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.conftest",
-                           str(directory)], cwd=REPO, env=environ, capture_output=True, text=True)
+                           *options, str(directory)], cwd=REPO, env=environ, capture_output=True, text=True)
 
 
 def test_a_skip_fails_the_run_where_ci_asks_for_no_skips(tmp_path):
@@ -27,6 +27,9 @@ def test_a_skip_fails_the_run_where_ci_asks_for_no_skips(tmp_path):
     strict = _pytest(tmp_path, MEDDEVKG_NO_SKIPS="1")
     assert strict.returncode == 1
     assert "skipped while MEDDEVKG_NO_SKIPS is set: Skipped: no chromium here" in strict.stdout
+    # CI runs on xdist workers, which report to the controller: the skip still fails the run there.
+    workers = _pytest(tmp_path, "-n", "2", MEDDEVKG_NO_SKIPS="1")
+    assert workers.returncode == 1 and "1 failed, 1 passed" in workers.stdout, workers.stdout
     ci = (REPO / ".ci" / "run").read_text()
     assert "MEDDEVKG_NO_SKIPS=1" in ci
 
