@@ -3,12 +3,14 @@
 A run's report named its corpus by path only, so two runs on one path could have read different
 files without a trace, and `compare-runs` took runs on different data for variants of one method.
 The readers parse a file from its path (polars, the csv module), not from bytes held once in
-memory, so a file is hashed apart from its parse, in 1 MiB chunks, after it (from the page cache):
-13 ms for the benchmark's 4.3 MB of corpus tables and FDA records, read and validated in 1.5 s.
-The file's identity (device, inode, size, modification time) is taken before the parse and checked
-unchanged after the hash: a file replaced or rewritten meanwhile is refused, not recorded with a
-digest of other bytes. Only a rewrite in place to the same size within one tick of the file
-system's clock would go unseen.
+memory (UMLS's MRCONSO is gigabytes), so a file is hashed apart from its parse, in 1 MiB chunks:
+before it and after it (from the page cache), 3-13 ms each for the benchmark's 4.3 MB of corpus
+tables and FDA records, read and validated in 1.5 s. The file's identity (device, inode, size,
+modification time) and its digest must be the same before the parse and after: a file replaced or
+rewritten meanwhile is refused, not recorded with a digest of other bytes. The digests catch what
+the identity cannot: a rewrite in place to the same size within one tick of the file system's
+clock, or with its modification time set back. Only bytes changed and changed back during the
+parse would go unseen.
 """
 
 from __future__ import annotations
@@ -58,18 +60,25 @@ def _identity(path: Path) -> tuple[int, int, int, int] | None:
 
 def read_fingerprinted(path: str | Path, read: Callable[[Path], T]) -> tuple[T, InputFile]:
     """`read(path)` and the fingerprint of the file it read; a CorpusError names a file that changed
-    (was replaced, rewritten, removed) between the start of the read and the end of the hash."""
+    (was replaced, rewritten, removed) between the hash before the read and the hash after it."""
     path = Path(path)
-    before = _identity(path)
+    before = _identity(path), _digest_or_none(path)
     value = read(path)  # first: the reader's own error names a file it cannot use
     try:
         found = fingerprint(path)
     except OSError as exc:
         raise CorpusError(f"{path}: cannot be read to fingerprint it: {one_line(exc)}") from exc
-    if before is None or _identity(path) != before:
+    if None in before or (_identity(path), found.sha256) != before:
         raise CorpusError(f"{path}: changed while it was read (replaced or rewritten); "
                           "run again once it is written")
     return value, found
+
+
+def _digest_or_none(path: Path) -> str | None:
+    try:
+        return fingerprint(path).sha256
+    except OSError:
+        return None  # the reader names a missing or unreadable file
 
 
 def inputs_json(inputs: Mapping[str, InputFile]) -> dict[str, dict[str, str | int]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 
 import pytest
 
@@ -46,7 +47,16 @@ def test_a_file_is_fingerprinted_as_read_and_refused_when_it_changes_during_the_
         (tmp_path / "new.csv").write_bytes(DEVICES.replace(b"stent", b"stant"))
         (tmp_path / "new.csv").replace(p)
 
-    for change in (rewritten, replaced):
+    def rewritten_in_place_unseen_by_stat(p):  # same inode, size and modification time: only the bytes tell
+        stat = p.stat()
+        with p.open("r+b") as handle:
+            handle.write(b"fda_id,text\nP1,stant\n")
+        os.utime(p, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        assert p.stat().st_mtime_ns == stat.st_mtime_ns and p.stat().st_size == stat.st_size
+        return p.read_text()
+
+    for change in (rewritten, replaced, rewritten_in_place_unseen_by_stat):
+        path.write_bytes(DEVICES)
         with pytest.raises(CorpusError, match=rf"^{path}: changed while it was read \(replaced or rewritten\)"):
             read_fingerprinted(path, change)
     with pytest.raises(FileNotFoundError):  # the reader's own error names a missing file
