@@ -10,7 +10,8 @@ modification time) and its digest must be the same before the parse and after: a
 rewritten meanwhile is refused, not recorded with a digest of other bytes. The digests catch what
 the identity cannot: a rewrite in place to the same size within one tick of the file system's
 clock, or with its modification time set back. Only bytes changed and changed back during the
-parse would go unseen.
+parse would go unseen. Where the file's directory has a release's `SHA256SUMS`, the digest must
+be the one it lists (checksums.py).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
+from meddevkg_core.checksums import check_listed
 from meddevkg_core.errors import CorpusError, one_line
 
 T = TypeVar("T")
@@ -60,9 +62,12 @@ def _identity(path: Path) -> tuple[int, int, int, int] | None:
 
 def read_fingerprinted(path: str | Path, read: Callable[[Path], T]) -> tuple[T, InputFile]:
     """`read(path)` and the fingerprint of the file it read; a CorpusError names a file that changed
-    (was replaced, rewritten, removed) between the hash before the read and the hash after it."""
+    (was replaced, rewritten, removed) between the hash before the read and the hash after it, or whose
+    bytes are not those its directory's SHA256SUMS lists (checked before the read)."""
     path = Path(path)
     before = _identity(path), _digest_or_none(path)
+    if before[1] is not None:  # before the parse: damage is named as such, not as what it breaks
+        check_listed(path, before[1])  # against a release's SHA256SUMS, where its directory has one
     value = read(path)  # first: the reader's own error names a file it cannot use
     try:
         found = fingerprint(path)

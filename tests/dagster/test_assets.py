@@ -305,6 +305,27 @@ def test_a_partition_the_corpus_lacks_fails_with_its_name(harness):
     assert "P999999" in str(failure.event_specific_data.error)
 
 
+def test_a_corpus_file_its_release_manifest_does_not_list_fails_the_step_naming_it(harness, tmp_path):
+    from meddevkg_dagster.resources import CorpusResource
+
+    corpus = shutil.copytree(harness.corpus, tmp_path / "corpus")
+    listed = {f.name: fingerprint(f).sha256 for f in corpus.iterdir() if f.is_file()}
+    (corpus / "SHA256SUMS").write_text("".join(f"{digest}  {name}\n" for name, digest in listed.items()))
+    harness.resources["corpus"] = CorpusResource(path=str(corpus))
+    device = read_corpus(corpus).devices["fda_id"][0]
+    harness.register([device])
+    documents = dg.AssetSelection.assets("pma_documents").required_multi_asset_neighbors()
+    assert harness.materialize(selection=documents, partition_key=device).success
+
+    patents = corpus / next(name for name in listed if name.startswith("patents."))
+    patents.write_bytes(patents.read_bytes() + b"\n")
+    result = harness.materialize(selection=documents, partition_key=device)
+    assert not result.success
+    failure = [e for e in result.all_events if e.is_step_failure][0]
+    assert f"{patents}: its SHA-256 " in str(failure.event_specific_data.error)
+    assert harness.table("pma_documents").height == 1  # the first materialisation's, kept
+
+
 def test_the_corpus_resource_can_turn_former_owners_off(harness):
     from meddevkg_dagster.resources import CorpusResource
 

@@ -743,6 +743,8 @@ def test_an_unusable_input_ends_the_command_with_one_line_naming_it(tmp_path, mo
     unclosed.mkdir()
     (unclosed / "devices.csv").write_text('fda_id,text\nP1,"stent\nP2,valve\n')
     (unclosed / "patents.csv").write_text("pat_id,text\n1,stent\n")
+    damaged = shutil.copytree(corpus, tmp_path / "damaged")  # a release whose SHA256SUMS lists other bytes
+    (damaged / "SHA256SUMS").write_text(f"{hashlib.sha256(b'the release').hexdigest()}  devices.csv\n")
     codes = tmp_path / "codes.parquet"
     pl.DataFrame({"product_code": ["NVZ"], "review_panel": ["Cardiovascular"]}).write_parquet(codes)
     run = tmp_path / "run"
@@ -756,6 +758,7 @@ def test_an_unusable_input_ends_the_command_with_one_line_naming_it(tmp_path, mo
         ("run", "--corpus", str(unclosed), "--out", out):
             f"{unclosed}/devices.csv: cannot be read: line 2, column 'text': field '\"stent\\nP2,valve\\n' is not "
             "properly escaped (its quote is never closed)\n",
+        ("benchmark", "--corpus", str(damaged), "--out", out): f"{damaged}/devices.csv: its SHA-256 ",
         ("run", "--corpus", str(corpus), "--out", out, "--fda-pma", missing): f"{missing}: cannot be read as PMA",
         ("select-devices", "--fda-pma", str(codes), "--product-codes", str(codes), "--benchmark", str(corpus)):
             f"{codes}: not PMA records",
