@@ -95,8 +95,9 @@ class DagsterUI:
 @pytest.fixture(scope="module")
 def dagster_ui(tmp_path_factory) -> DagsterUI:
     home = tmp_path_factory.mktemp("meddevkg_home")
+    (home / "tmp").mkdir()  # dagster dev's workspace and socket directories: a stop under load left them in /tmp
     env = {**os.environ, "MEDDEVKG_HOME": str(home), "MEDDEVKG_EMBEDDING_MODEL": "hashing",
-           "DAGSTER_HOME": str(home / "dagster_home")}
+           "DAGSTER_HOME": str(home / "dagster_home"), "TMPDIR": str(home / "tmp")}
     for var in ("MEDDEVKG_CORPUS", "MEDDEVKG_DUCKDB", "MEDDEVKG_EMBEDDING_CACHE", "MEDDEVKG_CROSS_ENCODER",
                 "MEDDEVKG_DEVICE_SOURCE", "MEDDEVKG_PATENT_SOURCE"):
         env.pop(var, None)  # the bundled demo corpus and the defaults, whatever the caller's shell says
@@ -153,7 +154,8 @@ class Browser:
              f"--user-data-dir={user_data_dir}", "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
              "--no-first-run", "--no-default-browser-check", "--disable-extensions", "--disable-sync",
              "--hide-scrollbars", "--lang=en-US", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            env={**os.environ, "TMPDIR": str(user_data_dir)})  # its singleton directory, left when it is stopped
         try:
             port_file = user_data_dir / "DevToolsActivePort"
             deadline = time.monotonic() + 30
