@@ -10,8 +10,8 @@ modification time) and its digest must be the same before the parse and after: a
 rewritten meanwhile is refused, not recorded with a digest of other bytes. The digests catch what
 the identity cannot: a rewrite in place to the same size within one tick of the file system's
 clock, or with its modification time set back. Only bytes changed and changed back during the
-parse would go unseen. Where the file's directory has a release's `SHA256SUMS`, the digest must
-be the one it lists (checksums.py).
+parse, with the modification time set back as well, would go unseen. Where the file's directory
+has a release's `SHA256SUMS`, the digest must be the one it lists (checksums.py).
 """
 
 from __future__ import annotations
